@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from bench.stats import percentile
-from executor.fire import FALLBACK_STEP, snap_to_grid
+from executor.fire import snap_to_grid
 from executor.protocol import (
     PREFIX_BYTES,
     WakeAck,
@@ -181,6 +181,7 @@ def test_doubles_file_is_what_the_generator_writes() -> None:
 # --- snap_to_grid -----------------------------------------------------------------------------
 
 SnapFunction = Callable[[float, Sequence[Sequence[float]]], float]
+ONE_CENT = 0.01  # snap_to_grid's fallback grid when no range covers the price (SERVICE.md)
 
 
 def _snap_rows() -> list[tuple[float, list[list[float]], str]]:
@@ -208,7 +209,7 @@ def _snap_half_away(price: float, ranges: Sequence[Sequence[float]]) -> float:
     for start, end, step in ranges:
         if step > 0 and start <= price <= end:
             return _round_half_away(price / step) * step
-    return _round_half_away(price / FALLBACK_STEP) * FALLBACK_STEP
+    return _round_half_away(price / ONE_CENT) * ONE_CENT
 
 
 def test_snap_file_holds_bit_for_bit() -> None:
