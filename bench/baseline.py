@@ -1,0 +1,182 @@
+"""The asyncio baseline executor: the reference's loop shape on asyncio streams, own process.
+
+Per frame, in the reference's order: ``readexactly(4)``, ``readexactly(n)``, stamp, decode (this
+project's strict decoder, so the decoder is not a difference between executors), ``writer.write``
+of the ack then ``await writer.drain()``, stop the clock, hand the ``wake_recv`` row to the writer
+thread, then ``asyncio.create_task`` a no-op dispatch. Nothing is tuned away: the selector
+transport's 256 KiB read buffer stays, because that is what the reference's shape costs.
+
+Run: ``python -m bench.baseline --socket S --telemetry-db D [--loop asyncio|uvloop]``. SIGTERM or
+SIGINT stops accepting, closes connections, writes every queued row and prints the counters in the
+C++ port's format on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import os
+import signal
+import sys
+import time
+from typing import Final
+
+from bench.rowwriter import RowWriter
+from executor.protocol import (
+    DecodeError,
+    FrameTooLargeError,
+    WakeMessage,
+    decode_wake_message,
+    encode_accepted_ack,
+    encode_rejected_ack,
+    parse_frame_length,
+)
+
+METADATA_DRY_RUN: Final = '{"dry_run": true}'
+METADATA_REAL: Final = '{"dry_run": false}'
+
+
+@dataclasses.dataclass
+class ServerCounters:
+    """Frames seen by the baseline, in the keys the C++ port prints."""
+
+    frames: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    fired: int = 0
+    unacked: int = 0
+
+
+async def dispatch(message: WakeMessage, counters: ServerCounters) -> None:
+    """The no-op fire: the reference benchmark's fake dispatcher places nothing."""
+    counters.fired += 1
+
+
+class BaselineExecutor:
+    """One Unix-socket server whose connection handler is the reference's read loop."""
+
+    def __init__(self, writer: RowWriter) -> None:
+        self.counters = ServerCounters()
+        self._rows = writer
+        self._fires: set[asyncio.Task[None]] = set()
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve one connection until EOF, an oversize prefix, or a vanished peer."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+        try:
+            await self._frames(reader, writer)
+        except (asyncio.IncompleteReadError, ConnectionError, FrameTooLargeError):
+            pass
+        finally:
+            if task is not None:
+                self._connections.discard(task)
+            writer.close()
+
+    async def _frames(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        counters = self.counters
+        while True:
+            prefix = await reader.readexactly(4)
+            body = await reader.readexactly(parse_frame_length(prefix))
+            started_ns = time.perf_counter_ns()
+            received_at_ms = time.time_ns() // 1_000_000
+            counters.frames += 1
+            try:
+                message = decode_wake_message(body)
+            except DecodeError as error:
+                counters.rejected += 1
+                writer.write(encode_rejected_ack(str(error), received_at_ms))
+                await writer.drain()
+                continue
+            counters.accepted += 1
+            writer.write(encode_accepted_ack(message.correlation_id, received_at_ms))
+            try:
+                await writer.drain()
+            except ConnectionError:
+                counters.unacked += 1
+                raise
+            ended_ns = time.perf_counter_ns()
+            self._rows.record(
+                (
+                    message.correlation_id,
+                    "wake_recv",
+                    received_at_ms,
+                    time.time_ns() // 1_000_000,
+                    (ended_ns - started_ns) / 1_000_000,
+                    METADATA_DRY_RUN if message.dry_run else METADATA_REAL,
+                )
+            )
+            fire = asyncio.create_task(dispatch(message, counters))
+            self._fires.add(fire)
+            fire.add_done_callback(self._fires.discard)
+
+    async def serve(self, socket_path: str) -> None:
+        """Listen on ``socket_path`` (mode 0600) until SIGTERM or SIGINT, then shut down."""
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(socket_path)
+        old_umask = os.umask(0o077)
+        try:
+            server = await asyncio.start_unix_server(self.handle, path=socket_path)
+        finally:
+            os.umask(old_umask)
+        async with server:
+            await stop.wait()
+            server.close()
+            for connection in list(self._connections):
+                connection.cancel()
+            await asyncio.gather(*self._connections, *self._fires, return_exceptions=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(socket_path)
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.baseline",
+        description="asyncio baseline executor with the reference's loop shape (benchmark only)",
+    )
+    parser.add_argument("--socket", required=True, help="Unix socket path to listen on")
+    parser.add_argument("--telemetry-db", required=True, help="SQLite file for latency_events")
+    parser.add_argument(
+        "--loop", choices=("asyncio", "uvloop"), default="asyncio", help="event loop to run on"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the baseline until a signal; print the counters; exit 0."""
+    args = _parse_args(argv)
+    rows = RowWriter(args.telemetry_db)
+    executor = BaselineExecutor(rows)
+    try:
+        if args.loop == "uvloop":
+            import uvloop
+
+            uvloop.run(executor.serve(args.socket))
+        else:
+            asyncio.run(executor.serve(args.socket))
+    finally:
+        rows.close()
+    c, t = executor.counters, rows.counters
+    print(
+        f"frames={c.frames} accepted={c.accepted} rejected={c.rejected} fired={c.fired}"
+        f" refused_price=0 refused_kill_switch=0 unacked={c.unacked} fires_cancelled=0",
+        file=sys.stderr,
+    )
+    print(
+        f"telemetry rows_written={t.rows_written} dropped_ring_full={t.dropped_ring_full}"
+        f" dropped_oversized_id=0 dropped_write_failed={t.dropped_write_failed}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

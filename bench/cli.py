@@ -1,0 +1,175 @@
+"""``python -m bench``: the command line of the benchmark harness."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final
+
+from bench.processes import BenchError, executor_spec
+from bench.report import (
+    append_history,
+    machine_facts,
+    summary_lines,
+    write_plot,
+    write_samples,
+    write_summary,
+)
+from bench.runner import CLIENT_SPANS, run_all
+from bench.throughput import sweep
+
+DEFAULT_HISTORY: Final = Path("bench/history.csv")
+DEFAULT_RESULTS: Final = Path("bench/results")
+
+DESCRIPTION: Final = """\
+Latency benchmark of wake executors, each started as its own process with
+--socket PATH --telemetry-db PATH and stopped with SIGTERM, driven by clients in
+other processes, one frame at a time (the next frame waits for the previous ack).
+
+Spans (microseconds): wake_recv (executor: body read returned -> ack write returned,
+read from its own latency_events rows), roundtrip (blocking client: before the write
+-> whole ack read), wake_send (poller: sent_at_ns before enqueue -> write/drain
+returned; never waits for the ack), decode, encode_ack, sign (in-process loops).
+
+Each configuration (executor x client) runs --runs times, interleaved and rotated;
+--warmup frames are discarded, --iterations kept; percentiles p50/p90/p99 by the
+type-7 estimator (bench.stats.percentile). A run whose wake_recv row count differs
+from the frames sent is an error (non-zero exit). Prints one line per configuration
+and span (median across runs, with min/median/max across runs; n; warm-up; runs),
+then the ratios of each executor's wake_recv and roundtrip median p50 to trio's.
+Writes summary.csv, samples.csv, machine.txt and (with matplotlib) cdf.png to --out
+and appends to --history. The plan and its confounds: docs/BENCHMARK.md."""
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _rates(text: str) -> list[float]:
+    return [float(value) for value in _names(text)]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Every flag, documented in ``--help``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--executors",
+        type=_names,
+        default=["trio", "asyncio", "uvloop"],
+        help="comma list of trio (python -m executor serve), asyncio and uvloop (the"
+        " bench.baseline executor), cmd:COMMAND (any binary taking --socket and"
+        " --telemetry-db); default trio,asyncio,uvloop",
+    )
+    parser.add_argument(
+        "--clients",
+        type=_names,
+        default=["blocking", "asyncio"],
+        help="comma list of blocking (roundtrip), asyncio (reference-shaped poller,"
+        " wake_send), trio (Trio poller, wake_send); default blocking,asyncio",
+    )
+    parser.add_argument("--iterations", type=int, default=2000, help="kept samples (2000)")
+    parser.add_argument("--warmup", type=int, default=200, help="discarded warm-up (200)")
+    parser.add_argument("--runs", type=int, default=5, help="runs per configuration (5)")
+    parser.add_argument(
+        "--components",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="time decode, encode_ack and sign in-process each run (default on;"
+        " --no-components to skip)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="directory for summary.csv, samples.csv, machine.txt and the PNG"
+        " (default bench/results/<UTC timestamp>/)",
+    )
+    parser.add_argument(
+        "--history",
+        type=Path,
+        default=DEFAULT_HISTORY,
+        help="CSV appended per run x configuration, never rewritten (bench/history.csv)",
+    )
+    parser.add_argument("--no-history", action="store_true", help="do not append to --history")
+    parser.add_argument(
+        "--throughput",
+        action="store_true",
+        help="instead of latency: K pipelined connections per offered rate; reports accepted"
+        " frames/s, telemetry rows/s, drops and the highest zero-drop rate",
+    )
+    parser.add_argument("--connections", type=int, default=4, help="throughput: K (4)")
+    parser.add_argument(
+        "--seconds", type=float, default=3.0, help="throughput: sending window per rate (3)"
+    )
+    parser.add_argument(
+        "--rates",
+        type=_rates,
+        default=[1000.0, 2000.0, 5000.0, 10000.0, 0.0],
+        help="throughput: comma list of total offered frames/s, 0 = flat out"
+        " (1000,2000,5000,10000,0)",
+    )
+    return parser
+
+
+def _progress(message: str) -> None:
+    if sys.stderr.isatty():
+        print(f"\r\x1b[K{message}", end="", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; 0 on success, 1 on a run that is an error, 2 on bad flags."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        executors = [executor_spec(name) for name in args.executors]
+    except BenchError as error:
+        parser.error(str(error))
+    unknown = [client for client in args.clients if client not in CLIENT_SPANS]
+    if unknown:
+        parser.error(f"unknown client(s) {', '.join(unknown)} (blocking, asyncio, trio)")
+    if args.iterations < 1 or args.warmup < 0 or args.runs < 1:
+        parser.error("--iterations and --runs must be >= 1, --warmup >= 0")
+    if args.connections < 1 or args.seconds <= 0:
+        parser.error("--connections must be >= 1 and --seconds > 0")
+    stamp = datetime.now(UTC)
+    load_start = os.getloadavg()
+    try:
+        if args.throughput:
+            lines = sweep(executors, args.connections, args.seconds, args.rates, _progress)
+            _progress("")
+            print("\n".join(lines))
+            return 0
+        series = run_all(
+            executors,
+            args.clients,
+            runs=args.runs,
+            warmup=args.warmup,
+            iterations=args.iterations,
+            components=args.components,
+            progress=_progress,
+        )
+    except BenchError as error:
+        _progress("")
+        print(f"bench: ERROR: {error}", file=sys.stderr)
+        return 1
+    _progress("")
+    out = args.out or DEFAULT_RESULTS / stamp.strftime("%Y%m%dT%H%M%SZ")
+    out.mkdir(parents=True, exist_ok=True)
+    write_summary(out / "summary.csv", series)
+    write_samples(out / "samples.csv", series)
+    command = ["python -m bench", *(argv if argv is not None else sys.argv[1:])]
+    (out / "machine.txt").write_text(machine_facts(load_start, command), encoding="utf-8")
+    print("\n".join(summary_lines(series)))
+    print(write_plot(out / "cdf.png", series))
+    if not args.no_history:
+        rows = append_history(args.history, series, stamp)
+        print(f"history: {rows} rows appended to {args.history}")
+    print(f"results: {out}")
+    return 0

@@ -1,0 +1,197 @@
+"""Benchmark clients, each run as its own process: ``python -m bench.client KIND ...``.
+
+Latency kinds send ``--frames`` frames paced one at a time and write one duration in nanoseconds
+per line to ``--out`` (warm-up included; the harness drops it):
+
+- ``blocking``: plain socket; ``roundtrip`` = just before the write -> whole ack read.
+- ``asyncio``: the reference poller's shape (bounded ``asyncio.Queue``, a sender task that writes
+  and awaits ``drain()``, a separate ack reader); ``wake_send`` = ``sent_at_ns`` stamped before
+  enqueue -> ``drain()`` returned. The producer enqueues the next message only after the ack
+  reader has seen the previous ack, so the span never measures queue depth.
+- ``trio``: the same poller shape on Trio (memory channel, ``send_all``, separate ack reader).
+
+``flood`` is the throughput client: pipelined frames (no waiting for acks) for ``--seconds``, at
+``--rate`` frames/s (0 = as fast as possible); it prints a JSON line with sent/acked counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import sys
+import threading
+import time
+from typing import Final
+
+import trio
+
+from bench.frames import body_length, correlation_id, wake_frame, wake_message
+from executor.protocol import decode_wake_ack, encode_frame
+
+POLLER_QUEUE: Final = 64
+"""The poller's message queue bound (messages); a guess at the reference's order of magnitude."""
+
+
+def _recv_exactly(sock: socket.socket, count: int) -> bytes:
+    chunks: list[bytes] = []
+    while count:
+        chunk = sock.recv(count)
+        if not chunk:
+            raise ConnectionError("executor closed the connection mid-ack")
+        chunks.append(chunk)
+        count -= len(chunk)
+    return b"".join(chunks)
+
+
+def _check_ack(body: bytes, expected_id: str) -> None:
+    ack = decode_wake_ack(body)
+    if ack.status != "accepted" or ack.correlation_id != expected_id:
+        raise RuntimeError(f"unexpected ack {ack!r} for {expected_id}")
+
+
+def run_blocking(socket_path: str, frames: int) -> list[int]:
+    """Write one frame, read its whole ack, repeat; return each roundtrip in ns."""
+    durations: list[int] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(socket_path)
+        for index in range(frames):
+            cid = correlation_id("blocking", index)
+            frame = wake_frame(cid, time.perf_counter_ns())
+            started = time.perf_counter_ns()
+            sock.sendall(frame)
+            body = _recv_exactly(sock, body_length(_recv_exactly(sock, 4)))
+            durations.append(time.perf_counter_ns() - started)
+            _check_ack(body, cid)
+    return durations
+
+
+async def run_asyncio_poller(socket_path: str, frames: int) -> list[int]:
+    """The reference poller's shape, paced by acks; return each ``wake_send`` in ns."""
+    reader, writer = await asyncio.open_unix_connection(socket_path)
+    messages: asyncio.Queue[tuple[str, int]] = asyncio.Queue(maxsize=POLLER_QUEUE)
+    acks: asyncio.Queue[bytes] = asyncio.Queue()
+    durations: list[int] = []
+
+    async def sender() -> None:
+        for _ in range(frames):
+            cid, sent_at_ns = await messages.get()
+            writer.write(encode_frame(wake_message(cid, sent_at_ns)))
+            await writer.drain()
+            durations.append(time.perf_counter_ns() - sent_at_ns)
+
+    async def ack_reader() -> None:
+        for _ in range(frames):
+            prefix = await reader.readexactly(4)
+            await acks.put(await reader.readexactly(body_length(prefix)))
+
+    send_task = asyncio.create_task(sender())
+    read_task = asyncio.create_task(ack_reader())
+    try:
+        for index in range(frames):
+            cid = correlation_id("asyncio", index)
+            await messages.put((cid, time.perf_counter_ns()))
+            _check_ack(await acks.get(), cid)
+        await asyncio.gather(send_task, read_task)
+    finally:
+        send_task.cancel()
+        read_task.cancel()
+        writer.close()
+    return durations
+
+
+async def run_trio_poller(socket_path: str, frames: int) -> list[int]:
+    """The poller shape on Trio, paced by acks; return each ``wake_send`` in ns."""
+    stream = await trio.open_unix_socket(socket_path)
+    message_tx, message_rx = trio.open_memory_channel[tuple[str, int]](POLLER_QUEUE)
+    ack_tx, ack_rx = trio.open_memory_channel[bytes](frames)
+    durations: list[int] = []
+
+    async def sender() -> None:
+        async with message_rx:
+            async for cid, sent_at_ns in message_rx:
+                await stream.send_all(encode_frame(wake_message(cid, sent_at_ns)))
+                durations.append(time.perf_counter_ns() - sent_at_ns)
+
+    async def ack_reader() -> None:
+        buffer = bytearray()
+        async with ack_tx:
+            for _ in range(frames):
+                while len(buffer) < 4 or len(buffer) < 4 + body_length(bytes(buffer[:4])):
+                    chunk = await stream.receive_some()
+                    if not chunk:
+                        raise ConnectionError("executor closed the connection mid-ack")
+                    buffer += chunk
+                end = 4 + body_length(bytes(buffer[:4]))
+                await ack_tx.send(bytes(buffer[4:end]))
+                del buffer[:end]
+
+    async with stream, trio.open_nursery() as nursery:
+        nursery.start_soon(sender)
+        nursery.start_soon(ack_reader)
+        async with message_tx:
+            for index in range(frames):
+                cid = correlation_id("trio", index)
+                await message_tx.send((cid, time.perf_counter_ns()))
+                _check_ack(await ack_rx.receive(), cid)
+    return durations
+
+
+def run_flood(socket_path: str, seconds: float, rate: float) -> dict[str, float]:
+    """Pipeline frames for ``seconds`` at ``rate`` frames/s (0: flat out); count sent and acked."""
+    acked = 0
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(socket_path)
+
+    def count_acks() -> None:
+        nonlocal acked
+        with sock.makefile("rb") as stream:
+            while prefix := stream.read(4):
+                stream.read(body_length(prefix))
+                acked += 1
+
+    reader = threading.Thread(target=count_acks, daemon=True)
+    reader.start()
+    sent = 0
+    started = time.perf_counter()
+    deadline = started + seconds
+    while (now := time.perf_counter()) < deadline:
+        if rate > 0 and sent >= rate * (now - started):
+            time.sleep(min(1.0 / rate, deadline - now))
+            continue
+        sock.sendall(wake_frame(correlation_id("flood", sent), time.perf_counter_ns()))
+        sent += 1
+    elapsed = time.perf_counter() - started
+    sock.shutdown(socket.SHUT_WR)
+    reader.join(timeout=30.0)
+    sock.close()
+    return {"sent": sent, "acked": acked, "elapsed_s": elapsed}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one client kind and write its durations (or counts) where asked."""
+    parser = argparse.ArgumentParser(prog="python -m bench.client", description=__doc__)
+    parser.add_argument("kind", choices=("blocking", "asyncio", "trio", "flood"))
+    parser.add_argument("--socket", required=True, help="executor's Unix socket")
+    parser.add_argument("--frames", type=int, default=0, help="frames to send (latency kinds)")
+    parser.add_argument("--out", help="file for one duration in ns per line (latency kinds)")
+    parser.add_argument("--seconds", type=float, default=2.0, help="flood: sending window")
+    parser.add_argument("--rate", type=float, default=0.0, help="flood: frames/s, 0 = flat out")
+    args = parser.parse_args(argv)
+    if args.kind == "flood":
+        print(json.dumps(run_flood(args.socket, args.seconds, args.rate)))
+        return 0
+    if args.kind == "blocking":
+        durations = run_blocking(args.socket, args.frames)
+    elif args.kind == "asyncio":
+        durations = asyncio.run(run_asyncio_poller(args.socket, args.frames))
+    else:
+        durations = trio.run(run_trio_poller, args.socket, args.frames)
+    with open(args.out, "w", encoding="ascii") as out:
+        out.writelines(f"{duration}\n" for duration in durations)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

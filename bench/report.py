@@ -1,0 +1,238 @@
+"""What a benchmark invocation leaves behind: CSVs, history, machine facts, printed lines, a PNG."""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import importlib.metadata
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+from bench.runner import Series
+from bench.stats import percentile
+
+PERCENTILES: Final = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+SUMMARY_HEADER: Final = (
+    "run",
+    "executor",
+    "client",
+    "span",
+    "n",
+    "warmup",
+    "p50_us",
+    "p90_us",
+    "p99_us",
+)
+SAMPLES_HEADER: Final = ("run", "executor", "client", "span", "index", "duration_us")
+HISTORY_SPANS: Final = ("wake_recv", "roundtrip", "wake_send", "decode", "encode_ack", "sign")
+HISTORY_HEADER: Final = (
+    "utc_timestamp",
+    "platform",
+    "executor",
+    "client",
+    "warmup",
+    "n",
+    *(f"{span}_{name}_us" for span in HISTORY_SPANS for name, _ in PERCENTILES),
+)
+PACKAGES: Final = (
+    "trio",
+    "uvloop",
+    "msgspec",
+    "orjson",
+    "cryptography",
+    "structlog",
+    "trio-executor",
+)
+
+
+def platform_tag() -> str:
+    """OS, architecture and Python, with no host name: ``Linux-x86_64-CPython-3.11.7``."""
+    return "-".join(
+        (
+            platform.system(),
+            platform.machine(),
+            platform.python_implementation(),
+            platform.python_version(),
+        )
+    )
+
+
+def percentiles_of(samples: Sequence[float]) -> dict[str, float]:
+    """p50/p90/p99 of one series, each from ``bench.stats.percentile``."""
+    return {name: percentile(samples, p) for name, p in PERCENTILES}
+
+
+def write_summary(path: Path, series: Iterable[Series]) -> None:
+    """``summary.csv``: one row per run x executor x client x span."""
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        out = csv.writer(handle)
+        out.writerow(SUMMARY_HEADER)
+        for item in series:
+            values = percentiles_of(item.samples_us)
+            out.writerow(
+                [
+                    item.run,
+                    item.executor,
+                    item.client,
+                    item.span,
+                    len(item.samples_us),
+                    item.warmup,
+                    *(repr(values[name]) for name, _ in PERCENTILES),
+                ]
+            )
+
+
+def write_samples(path: Path, series: Iterable[Series]) -> None:
+    """``samples.csv``: one row per kept sample, so every percentile can be recomputed."""
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        out = csv.writer(handle)
+        out.writerow(SAMPLES_HEADER)
+        for item in series:
+            for index, value in enumerate(item.samples_us):
+                out.writerow([item.run, item.executor, item.client, item.span, index, repr(value)])
+
+
+def append_history(path: Path, series: Sequence[Series], stamp: datetime) -> int:
+    """Append one row per run x configuration to the history (header only on a new file)."""
+    grouped: dict[tuple[int, str, str], dict[str, Series]] = {}
+    for item in series:
+        grouped.setdefault((item.run, item.executor, item.client), {})[item.span] = item
+    new_file = not path.exists() or path.stat().st_size == 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", newline="", encoding="utf-8") as handle:
+        out = csv.writer(handle)
+        if new_file:
+            out.writerow(HISTORY_HEADER)
+        for (_, executor, client), spans in grouped.items():
+            first = next(iter(spans.values()))
+            row: list[object] = [
+                stamp.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                platform_tag(),
+                executor,
+                client,
+                first.warmup,
+                len(first.samples_us),
+            ]
+            for span in HISTORY_SPANS:
+                values = percentiles_of(spans[span].samples_us) if span in spans else {}
+                row += [f"{values[name]:.3f}" if values else "" for name, _ in PERCENTILES]
+            out.writerow(row)
+    return len(grouped)
+
+
+def machine_facts(load_start: tuple[float, float, float], argv: Sequence[str]) -> str:
+    """The text of ``machine.txt`` (read load average at the end when this is called)."""
+    cpu_model = "unknown"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    cpu_model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    lines = [
+        f"platform: {platform_tag()}",
+        f"python: {sys.version.split()[0]}",
+        f"cpu_model: {cpu_model}",
+        f"cpu_count: {os.cpu_count()}",
+        "loadavg_start: {:.2f} {:.2f} {:.2f}".format(*load_start),
+        "loadavg_end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()),
+        f"command: {' '.join(argv)}",
+        f"git_commit: {_git_commit()}",
+    ]
+    for package in PACKAGES:
+        try:
+            lines.append(f"package {package}: {importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            lines.append(f"package {package}: not installed")
+    return "\n".join(lines) + "\n"
+
+
+def _git_commit() -> str:
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return done.stdout.strip() or "unknown"
+
+
+def summary_lines(series: Sequence[Series]) -> list[str]:
+    """One line per configuration and span, then the ratios to the ``trio`` executor."""
+    grouped: dict[tuple[str, str, str], list[Series]] = {}
+    for item in series:
+        grouped.setdefault((item.executor, item.client, item.span), []).append(item)
+    lines = ["latency in microseconds; value = median across runs of each run's percentile"]
+    medians: dict[tuple[str, str, str], float] = {}
+    for (executor, client, span), items in grouped.items():
+        per_run = [percentiles_of(item.samples_us) for item in items]
+        parts = []
+        for name, _ in PERCENTILES:
+            values = [run[name] for run in per_run]
+            parts.append(
+                f"{name} {statistics.median(values):9.1f} us "
+                f"[{min(values):.1f}/{statistics.median(values):.1f}/{max(values):.1f}]"
+            )
+        medians[(executor, client, span)] = statistics.median(run["p50"] for run in per_run)
+        lines.append(
+            f"{executor:>10} x {client:<8} {span:<10} "
+            + "  ".join(parts)
+            + f"  n={len(items[0].samples_us)} warmup={items[0].warmup} runs={len(items)}"
+        )
+    lines.append("  ([min/median/max] across runs of each percentile)")
+    lines += ratio_lines(medians)
+    return lines
+
+
+def ratio_lines(medians: dict[tuple[str, str, str], float]) -> list[str]:
+    """Each executor's median ``wake_recv`` and ``roundtrip`` p50 over trio's, same client."""
+    lines = ["ratios of median p50 to the trio executor's (same client, same invocation):"]
+    found = False
+    for (executor, client, span), value in medians.items():
+        if executor == "trio" or span not in ("wake_recv", "roundtrip"):
+            continue
+        reference = medians.get(("trio", client, span))
+        if reference:
+            found = True
+            lines.append(
+                f"  {executor} / trio  {span:<10} (client {client}): {value / reference:.3f}x"
+            )
+    if not found:
+        lines.append("  (no ratio: the trio executor was not in this invocation)")
+    return lines
+
+
+def write_plot(path: Path, series: Sequence[Series]) -> str:
+    """A log-x CDF per configuration and span, if matplotlib imports; returns what happened."""
+    try:
+        # Imported by name: matplotlib is optional and has no stubs in this environment.
+        matplotlib: Any = importlib.import_module("matplotlib")
+        matplotlib.use("Agg")
+        plt: Any = importlib.import_module("matplotlib.pyplot")
+    except ImportError:
+        return "plot skipped: matplotlib is not installed"
+    pooled: dict[str, list[float]] = {}
+    for item in series:
+        pooled.setdefault(f"{item.executor} x {item.client}: {item.span}", []).extend(
+            item.samples_us
+        )
+    figure, axes = plt.subplots(figsize=(10, 6))
+    for label, values in sorted(pooled.items()):
+        ordered = sorted(values)
+        axes.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], label=label)
+    axes.set_xscale("log")
+    axes.set_xlabel("duration (µs, log scale)")
+    axes.set_ylabel("fraction of samples (all runs pooled)")
+    axes.legend(fontsize="small")
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return f"plot written: {path}"

@@ -1,0 +1,129 @@
+"""Latency runs: every (executor, client) configuration, R times, interleaved and rotated."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from bench.components import time_components
+from bench.processes import (
+    COMPLETION_TIMEOUT_S,
+    BenchError,
+    ExecutorSpec,
+    RunningExecutor,
+    read_wake_recv_us,
+    wait_for_rows,
+)
+
+CLIENT_SPANS: Final = {"blocking": "roundtrip", "asyncio": "wake_send", "trio": "wake_send"}
+"""The span each client kind measures from outside (the executor always adds ``wake_recv``)."""
+
+CLIENT_TIMEOUT_S: Final = 600.0
+"""Longest a latency client may run (s); 2200 paced frames take a second or two."""
+
+COMPONENT_EXECUTOR: Final = "in-process"
+COMPONENT_CLIENT: Final = "none"
+
+
+@dataclasses.dataclass(frozen=True)
+class Series:
+    """The kept samples (microseconds) of one span in one run of one configuration."""
+
+    run: int
+    executor: str
+    client: str
+    span: str
+    warmup: int
+    samples_us: tuple[float, ...]
+
+
+def run_client(kind: str, socket_path: str, frames: int, out_path: str) -> list[float]:
+    """Run one latency client process to completion; its durations in microseconds.
+
+    Raises:
+        BenchError: the client failed or reported a different number of frames.
+    """
+    command = [sys.executable, "-m", "bench.client", kind, "--socket", socket_path]
+    command += ["--frames", str(frames), "--out", out_path]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S)
+    if done.returncode != 0:
+        raise BenchError(f"client {kind} exited {done.returncode}: {done.stderr.strip()[-400:]}")
+    with open(out_path, encoding="ascii") as lines:
+        durations = [int(line) / 1000.0 for line in lines if line.strip()]
+    if len(durations) != frames:
+        raise BenchError(f"client {kind} timed {len(durations)} of {frames} frames")
+    return durations
+
+
+def run_configuration(
+    spec: ExecutorSpec, client: str, run: int, warmup: int, iterations: int
+) -> list[Series]:
+    """Start the executor, drive it with one client, check completion, stop it, keep the samples.
+
+    Raises:
+        BenchError: lost frames or rows, a failed client, or an executor that exited badly.
+    """
+    frames = warmup + iterations
+    directory = tempfile.mkdtemp(prefix="bench-")
+    try:
+        socket_path = os.path.join(directory, "x.sock")
+        database_path = os.path.join(directory, "telemetry.db")
+        with RunningExecutor(spec, socket_path, database_path) as executor:
+            outside = run_client(client, socket_path, frames, os.path.join(directory, "c.txt"))
+            wait_for_rows(database_path, frames, timeout=COMPLETION_TIMEOUT_S)
+            status = executor.stop()
+        if status != 0:
+            raise BenchError(
+                f"executor {spec.name} exited {status} after SIGTERM:"
+                f" {executor.stderr_text.strip()[-400:]}"
+            )
+        inside = read_wake_recv_us(database_path)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    if len(inside) != frames:
+        raise BenchError(f"{len(inside)} wake_recv rows for {frames} frames after shutdown")
+    return [
+        Series(run, spec.name, client, "wake_recv", warmup, tuple(inside[warmup:])),
+        Series(run, spec.name, client, CLIENT_SPANS[client], warmup, tuple(outside[warmup:])),
+    ]
+
+
+def rotated(items: Sequence[tuple[ExecutorSpec, str]], run: int) -> list[tuple[ExecutorSpec, str]]:
+    """Configuration order for run ``run`` (1-based): rotated by ``run - 1`` places."""
+    shift = (run - 1) % len(items) if items else 0
+    return [*items[shift:], *items[:shift]]
+
+
+def run_all(
+    executors: Sequence[ExecutorSpec],
+    clients: Sequence[str],
+    *,
+    runs: int,
+    warmup: int,
+    iterations: int,
+    components: bool,
+    progress: Callable[[str], None],
+) -> list[Series]:
+    """Every configuration ``runs`` times, run 1 of all before run 2 of any; components per run."""
+    configurations = [(spec, client) for spec in executors for client in clients]
+    results: list[Series] = []
+    total = runs * len(configurations)
+    done = 0
+    for run in range(1, runs + 1):
+        for spec, client in rotated(configurations, run):
+            progress(f"run {run}/{runs}: {spec.name} x {client} ({done}/{total} done)")
+            results += run_configuration(spec, client, run, warmup, iterations)
+            done += 1
+        if components:
+            progress(f"run {run}/{runs}: in-process components")
+            for span, samples in time_components(warmup, iterations).items():
+                results.append(
+                    Series(run, COMPONENT_EXECUTOR, COMPONENT_CLIENT, span, warmup, tuple(samples))
+                )
+    return results

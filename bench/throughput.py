@@ -1,0 +1,153 @@
+"""Throughput mode: K pipelined connections per offered rate; accepted frames/s and telemetry drops.
+
+Secondary to latency and never mixed with it: frames are pipelined, so no span is taken here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from bench.processes import (
+    COMPLETION_TIMEOUT_S,
+    POLL_INTERVAL_S,
+    BenchError,
+    ExecutorSpec,
+    RunningExecutor,
+    count_wake_recv,
+    parse_counters,
+)
+
+SETTLE_S: Final = 1.0
+"""A row count unchanged this long (s) after the clients exit is taken as final."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ThroughputResult:
+    """One offered rate against one executor."""
+
+    executor: str
+    connections: int
+    offered_rate: float
+    sent: int
+    acked: int
+    rows_written: int
+    seconds: float
+    rows_seconds: float
+
+    @property
+    def accepted_per_s(self) -> float:
+        """Acked frames per second of the sending window."""
+        return self.acked / self.seconds if self.seconds else 0.0
+
+    @property
+    def rows_per_s(self) -> float:
+        """Rows committed per second, from the first frame until the count stopped growing."""
+        return self.rows_written / self.rows_seconds if self.rows_seconds else 0.0
+
+    @property
+    def drops(self) -> int:
+        """Acked frames with no row after an orderly shutdown (never hidden)."""
+        return self.acked - self.rows_written
+
+    def line(self) -> str:
+        """One printed line."""
+        rate = "flat out" if self.offered_rate <= 0 else f"{self.offered_rate:.0f}/s offered"
+        return (
+            f"{self.executor:>10} K={self.connections} {rate:>16}: accepted"
+            f" {self.accepted_per_s:9.0f} frames/s, rows {self.rows_per_s:9.0f}/s,"
+            f" sent={self.sent} acked={self.acked} rows_written={self.rows_written}"
+            f" drops={self.drops}"
+        )
+
+
+def _settled_count(database_path: str, expected: int) -> tuple[int, float]:
+    """Poll until the row count reaches ``expected`` or stops growing; (count, when)."""
+    deadline = time.monotonic() + COMPLETION_TIMEOUT_S
+    last, changed = -1, time.monotonic()
+    while True:
+        count = count_wake_recv(database_path)
+        now = time.monotonic()
+        if count != last:
+            last, changed = count, now
+        if count >= expected or now - changed > SETTLE_S or now > deadline:
+            return count, changed
+        time.sleep(POLL_INTERVAL_S)
+
+
+def run_rate(spec: ExecutorSpec, connections: int, seconds: float, rate: float) -> ThroughputResult:
+    """One executor process, ``connections`` flood clients sharing ``rate`` (0 = flat out).
+
+    Raises:
+        BenchError: a client failed or the executor exited badly.
+    """
+    directory = tempfile.mkdtemp(prefix="bench-")
+    try:
+        socket_path = os.path.join(directory, "x.sock")
+        database_path = os.path.join(directory, "telemetry.db")
+        with RunningExecutor(spec, socket_path, database_path) as executor:
+            per_connection = rate / connections if rate > 0 else 0.0
+            command = [sys.executable, "-m", "bench.client", "flood", "--socket", socket_path]
+            command += ["--seconds", str(seconds), "--rate", str(per_connection)]
+            started = time.monotonic()
+            clients = [
+                subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+                for _ in range(connections)
+            ]
+            reports = []
+            for client in clients:
+                out, _ = client.communicate(timeout=seconds + 120.0)
+                if client.returncode != 0:
+                    raise BenchError(f"flood client exited {client.returncode}")
+                reports.append(json.loads(out))
+            acked = sum(int(r["acked"]) for r in reports)
+            _, settled_at = _settled_count(database_path, acked)
+            status = executor.stop()
+        if status != 0:
+            raise BenchError(f"executor {spec.name} exited {status}: {executor.stderr_text[-400:]}")
+        counters = parse_counters(executor.stderr_text)
+        rows = count_wake_recv(database_path)
+        if "rows_written" in counters and counters["rows_written"] != rows:
+            raise BenchError(f"executor says rows_written={counters['rows_written']}, table {rows}")
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return ThroughputResult(
+        executor=spec.name,
+        connections=connections,
+        offered_rate=rate,
+        sent=sum(int(r["sent"]) for r in reports),
+        acked=acked,
+        rows_written=rows,
+        seconds=max(float(r["elapsed_s"]) for r in reports),
+        rows_seconds=settled_at - started,
+    )
+
+
+def sweep(
+    executors: Sequence[ExecutorSpec],
+    connections: int,
+    seconds: float,
+    rates: Sequence[float],
+    progress: Callable[[str], None],
+) -> list[str]:
+    """Every executor at every offered rate; the printed lines, with the best zero-drop rate."""
+    lines = []
+    for spec in executors:
+        best: float | None = None
+        for rate in rates:
+            progress(f"throughput: {spec.name} at {rate or 'flat out'}")
+            result = run_rate(spec, connections, seconds, rate)
+            lines.append(result.line())
+            if result.drops == 0 and rate > 0 and (best is None or rate > best):
+                best = rate
+        verdict = f"{best:.0f} frames/s" if best is not None else "none of the offered rates"
+        lines.append(f"{spec.name:>10}: highest offered rate with zero drops: {verdict}")
+    return lines
