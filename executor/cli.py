@@ -1,18 +1,177 @@
-"""The ``executor`` command line (placeholder until the service lands)."""
+"""The ``executor`` command line: ``serve``, ``killswitch`` and ``--version``."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import math
 import sys
+from pathlib import Path
+from typing import NoReturn
+
+import structlog
+import trio
 
 from executor import __version__
+from executor.fire import DEFAULT_CONTRACT_COUNT, FirePath
+from executor.killswitch import DEFAULT_TTL_S, KillSwitch, killswitch_main
+from executor.server import (
+    DEFAULT_GRACE_S,
+    ExecutorServer,
+    ServerConfig,
+    SocketSetupError,
+    default_telemetry_db,
+)
+from executor.telemetry import CHANNEL_CAPACITY, TelemetryOpenError
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Bad usage is one line on stderr and exit status 2, never a usage dump or a traceback."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``executor`` argument parser (``killswitch`` arguments are parsed by its own module)."""
+    parser = _OneLineParser(
+        prog="executor",
+        description="The trio-executor order executor: receives wakes on a Unix socket, acks them, "
+        "records their latency in SQLite, and fires.",
+    )
+    parser.add_argument("--version", action="version", version=f"executor {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    serve = commands.add_parser(
+        "serve",
+        help="run the executor until SIGINT/SIGTERM",
+        description="Serve wakes on --socket until SIGINT or SIGTERM, then shut down in order and "
+        "print the counters to stderr.",
+    )
+    serve.add_argument("--socket", required=True, type=Path, help="Unix socket path to listen on")
+    serve.add_argument(
+        "--telemetry-db",
+        type=Path,
+        default=None,
+        help=f"SQLite file for latency rows (default: {default_telemetry_db()})",
+    )
+    serve.add_argument(
+        "--kill-switch", type=Path, default=None, help="kill-switch file (none without it)"
+    )
+    serve.add_argument(
+        "--kill-switch-ttl",
+        type=_seconds,
+        default=DEFAULT_TTL_S,
+        help=f"seconds a kill-switch reading is cached, 0 = none (default {DEFAULT_TTL_S})",
+    )
+    serve.add_argument(
+        "--contract-count",
+        type=_positive_int,
+        default=DEFAULT_CONTRACT_COUNT,
+        help=f"contracts per order (default {DEFAULT_CONTRACT_COUNT})",
+    )
+    serve.add_argument(
+        "--grace",
+        type=_seconds,
+        default=DEFAULT_GRACE_S,
+        help=f"seconds in-flight work may run after a signal (default {DEFAULT_GRACE_S})",
+    )
+    serve.add_argument(
+        "--telemetry-capacity",
+        type=_positive_int,
+        default=CHANNEL_CAPACITY,
+        help=f"rows the telemetry channel holds before dropping (default {CHANNEL_CAPACITY})",
+    )
+    serve.add_argument(
+        "--log-format",
+        choices=("auto", "console", "json"),
+        default="auto",
+        help="console on a terminal, JSON lines otherwise (default auto)",
+    )
+    serve.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="default info")
+    commands.add_parser(
+        "killswitch",
+        help="engage, release or show the kill switch (see: executor killswitch --help)",
+        add_help=False,
+    )
+    return parser
+
+
+def configure_logging(log_format: str, level: str) -> None:
+    """Configure structlog once, for the whole process, writing to stderr."""
+    if log_format == "auto":
+        log_format = "console" if sys.stderr.isatty() else "json"
+    renderer: structlog.typing.Processor = (
+        structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        if log_format == "console"
+        else structlog.processors.JSONRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    configure_logging(args.log_format, args.log_level)
+    kill_switch = (
+        KillSwitch(args.kill_switch, ttl_s=args.kill_switch_ttl) if args.kill_switch else None
+    )
+    config = ServerConfig(
+        socket_path=args.socket,
+        telemetry_db=args.telemetry_db or default_telemetry_db(),
+        fire_path=FirePath(kill_switch=kill_switch, contract_count=args.contract_count),
+        grace_s=args.grace,
+        telemetry_capacity=args.telemetry_capacity,
+    )
+    server = ExecutorServer(config)
+    try:
+        trio.run(server.run)
+    except (SocketSetupError, TelemetryOpenError) as error:
+        print(f"executor: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("executor: interrupted during start-up", file=sys.stderr)
+        return 130
+    print(server.statistics().counters_line(), file=sys.stderr)
+    telemetry = server.telemetry.statistics()
+    print(
+        f"telemetry rows_written={telemetry.rows_written} "
+        f"dropped_ring_full={telemetry.dropped_ring_full} "
+        f"dropped_oversized_id={telemetry.dropped_oversized_id} "
+        f"dropped_write_failed={telemetry.dropped_write_failed}",
+        file=sys.stderr,
+    )
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``executor`` and ``python -m executor``."""
-    parser = argparse.ArgumentParser(prog="executor")
-    parser.add_argument("--version", action="version", version=f"executor {__version__}")
-    parser.add_argument("command", nargs="?", default=None)
-    args, _ = parser.parse_known_args(argv)
-    print(f"executor: {args.command!r} is not available yet", file=sys.stderr)
-    return 1
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["killswitch"]:
+        return killswitch_main(argv[1:])
+    args = build_parser().parse_args(argv)
+    return _serve(args)
