@@ -415,13 +415,14 @@ class _Consumer:
         path: Path,
         counters: _Counters,
         batch_max_rows: int,
+        limiter: trio.CapacityLimiter,
     ) -> None:
         self._receive = receive
         self._connection = connection
         self._path = path
         self._counters = counters
         self._batch_max_rows = batch_max_rows
-        self._limiter = trio.CapacityLimiter(1)
+        self._limiter = limiter
         self._warnings = _FailureWarnings(path)
         self._held: list[LatencyRow] = []
         """The batch being gathered or written; cleared only once its outcome is counted."""
@@ -535,10 +536,13 @@ async def serve_telemetry(
     ``dropped_ring_full``.
     """
     path = Path(db_path)
-    connection, created = await trio.to_thread.run_sync(_open_database, path)
+    one_thread_at_a_time = trio.CapacityLimiter(1)
+    connection, created = await trio.to_thread.run_sync(
+        _open_database, path, limiter=one_thread_at_a_time
+    )
     counters = _Counters()
     send, receive = trio.open_memory_channel[LatencyRow](capacity)
-    consumer = _Consumer(receive, connection, path, counters, batch_max_rows)
+    consumer = _Consumer(receive, connection, path, counters, batch_max_rows, one_thread_at_a_time)
     try:
         logger.info("telemetry database open", path=str(path), created=created)
         task_status.started(Telemetry(send, counters))
