@@ -126,7 +126,7 @@ class FrameTooLargeError(ValueError):
         self.declared = declared
 
 
-def parse_frame_length(prefix: bytes) -> int:
+def parse_frame_length(prefix: bytes | bytearray | memoryview) -> int:
     """Return the body length a 4-byte prefix declares.
 
     Raises:
@@ -196,9 +196,15 @@ _ACK_DECODER: Final = msgspec.json.Decoder(_AckStruct, strict=True)
 _WAKE_FIELDS: Final = tuple(f.name for f in dataclasses.fields(WakeMessage))
 _ACK_FIELDS: Final = tuple(f.name for f in dataclasses.fields(WakeAck))
 
-_AT_PATH = re.compile(r" - at `\$\.([A-Za-z0-9_]*)")
-_NAMED_FIELD = re.compile(r"(?:missing required|unknown) field `(.*)`", re.DOTALL)
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
+# msgspec puts the location of a bad value last (" - at `$.field[0][1]`"), and quotes the bad value
+# itself earlier in the same message, so only a match anchored at the end names the field. An
+# unknown key is quoted whole (backticks included) and is never followed by a path: every object in
+# these schemas is the top level.
+_AT_PATH = re.compile(r" - at `\$\.([A-Za-z0-9_]+)(?:\[[0-9]+\])*`\Z")
+_UNKNOWN_KEY_HEAD: Final = "Object contains unknown field `"
+_MISSING_FIELD = re.compile(r"Object missing required field `([A-Za-z0-9_]+)`")
+# Everything str.splitlines() breaks on (C0, DEL, C1, U+2028/9): a reason is one line.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def _bounded(text: str, limit: int = MAX_REASON_CHARS) -> str:
@@ -210,11 +216,13 @@ def _bounded(text: str, limit: int = MAX_REASON_CHARS) -> str:
 def _translate(error: msgspec.MsgspecError, type_name: str) -> DecodeError:
     message = str(error)
     if isinstance(error, msgspec.ValidationError):
-        at_path = _AT_PATH.search(message)
-        named = _NAMED_FIELD.search(message)
-        field = at_path.group(1) if at_path else named.group(1) if named else None
-        if field is not None:
-            field = _bounded(field, 64)
+        field: str | None = None
+        if message.startswith(_UNKNOWN_KEY_HEAD) and message.endswith("`"):
+            field = _bounded(message[len(_UNKNOWN_KEY_HEAD) : -1], 64)
+        elif at_path := _AT_PATH.search(message):
+            field = at_path.group(1)
+        elif missing := _MISSING_FIELD.match(message):
+            field = missing.group(1)
         return DecodeError(_bounded(f"{type_name}: {message}"), field)
     return DecodeError(_bounded(f"{type_name}: invalid JSON: {message}"), None)
 
@@ -229,7 +237,7 @@ def _moved_into(cls: type[Any], names: tuple[str, ...], struct: msgspec.Struct) 
     return instance
 
 
-def decode_wake_message(body: bytes) -> WakeMessage:
+def decode_wake_message(body: bytes | bytearray | memoryview) -> WakeMessage:
     """Decode one frame body strictly (PROTOCOL.md's rules); v1-v3 bodies get the v4 defaults.
 
     Raises:
