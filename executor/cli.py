@@ -22,7 +22,7 @@ from executor.server import (
     SocketSetupError,
     default_telemetry_db,
 )
-from executor.telemetry import CHANNEL_CAPACITY, TelemetryOpenError
+from executor.telemetry import BATCH_LINGER_S, CHANNEL_CAPACITY, TelemetryOpenError
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -98,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"rows the telemetry channel holds before dropping (default {CHANNEL_CAPACITY})",
     )
     serve.add_argument(
+        "--telemetry-linger",
+        type=_seconds,
+        default=BATCH_LINGER_S,
+        help="seconds the writer waits after a batch's first row to gather more "
+        f"(default {BATCH_LINGER_S}: commit what is queued at once)",
+    )
+    serve.add_argument(
         "--log-format",
         choices=("auto", "console", "json"),
         default="auto",
@@ -146,6 +153,7 @@ def _serve(args: argparse.Namespace) -> int:
         fire_path=FirePath(kill_switch=kill_switch, contract_count=args.contract_count),
         grace_s=args.grace,
         telemetry_capacity=args.telemetry_capacity,
+        telemetry_linger_s=args.telemetry_linger,
     )
     server = ExecutorServer(config)
     try:

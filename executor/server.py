@@ -43,6 +43,7 @@ from executor.protocol import (
     parse_frame_length,
 )
 from executor.telemetry import (
+    BATCH_LINGER_S,
     CHANNEL_CAPACITY,
     Telemetry,
     TelemetryOpenError,
@@ -118,6 +119,7 @@ class ServerConfig:
     fire_path: FirePath = field(default_factory=FirePath)
     grace_s: float = DEFAULT_GRACE_S
     telemetry_capacity: int = CHANNEL_CAPACITY
+    telemetry_linger_s: float = BATCH_LINGER_S
     handle_signals: bool = True
 
 
@@ -267,6 +269,7 @@ class ExecutorServer:
                         serve_telemetry,
                         self.config.telemetry_db,
                         capacity=self.config.telemetry_capacity,
+                        linger_s=self.config.telemetry_linger_s,
                     )
                 )
                 try:

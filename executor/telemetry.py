@@ -3,8 +3,9 @@
 Producers (connection tasks) hand a :class:`LatencyRow` to :meth:`Telemetry.record`, which does one
 ``send_nowait`` into a bounded Trio memory channel and returns; a full (or closed) channel drops the
 row and counts it. One consumer task, :func:`serve_telemetry`, receives a row, gathers whatever else
-is already queued (up to ``BATCH_MAX_ROWS``) and commits the batch as one transaction in a worker
-thread. The tables and columns are the reference system's, so its benchmark query and its poller
+is already queued (up to ``BATCH_MAX_ROWS``), waits up to ``BATCH_LINGER_S`` for more while the
+batch is not full (never past :meth:`Telemetry.close`), and commits the batch as one transaction in
+a worker thread. The tables and columns are the reference system's, so its benchmark query and its poller
 can share the file (TELEMETRY.md).
 
 Thread discipline: one ``sqlite3`` connection, opened with ``check_same_thread=False`` and used only
@@ -44,6 +45,12 @@ CHANNEL_CAPACITY: Final = 8192
 BATCH_MAX_ROWS: Final = 500
 """Most rows committed in one transaction (rows). Large enough to amortise the commit's fsync,
 small enough that one batch is a few milliseconds of worker time."""
+
+BATCH_LINGER_S: Final = 0.010
+"""How long the consumer waits for more rows when a batch is not full yet (seconds). Committing
+each row the moment it arrives costs the event loop a worker-thread round trip per wake, right
+when the next wake may be arriving; waiting 10 ms caps commits at ~100/s. Measured in
+docs/RESULTS.md (``--telemetry-linger 0`` restores commit-at-once). Rows land <= 10 ms later."""
 
 DRAIN_TIMEOUT_S: Final = 10.0
 """How long a cancelled consumer may keep writing what it holds (seconds). Covers one full
@@ -206,11 +213,14 @@ class TelemetryOpenError(Exception):
 class Telemetry:
     """The producer side of the telemetry channel, handed to the server."""
 
-    __slots__ = ("_counters", "_send")
+    __slots__ = ("_closed", "_counters", "_send")
 
-    def __init__(self, send: trio.MemorySendChannel[LatencyRow], counters: _Counters) -> None:
+    def __init__(
+        self, send: trio.MemorySendChannel[LatencyRow], counters: _Counters, closed: trio.Event
+    ) -> None:
         self._send = send
         self._counters = counters
+        self._closed = closed
 
     def record(self, row: LatencyRow) -> None:
         """Queue ``row`` for writing, or drop and count it; never blocks, never raises.
@@ -226,6 +236,7 @@ class Telemetry:
     def close(self) -> None:
         """Close the send side; the consumer then drains what is queued, commits and returns."""
         self._send.close()
+        self._closed.set()
 
     def statistics(self) -> TelemetryStatistics:
         """The counters now, and how many rows wait in the channel."""
@@ -416,6 +427,8 @@ class _Consumer:
         counters: _Counters,
         batch_max_rows: int,
         limiter: trio.CapacityLimiter,
+        linger_s: float = BATCH_LINGER_S,
+        closed: trio.Event | None = None,
     ) -> None:
         self._receive = receive
         self._connection = connection
@@ -423,6 +436,8 @@ class _Consumer:
         self._counters = counters
         self._batch_max_rows = batch_max_rows
         self._limiter = limiter
+        self._linger_s = linger_s
+        self._closed = closed if closed is not None else trio.Event()
         self._warnings = _FailureWarnings(path)
         self._held: list[LatencyRow] = []
         """The batch being gathered or written; cleared only once its outcome is counted."""
@@ -436,6 +451,11 @@ class _Consumer:
                 return
             self._hold(first)
             self._gather_queued()
+            if self._linger_s > 0 and len(self._held) < self._batch_max_rows:
+                # Wait for more rows, but never past close(): shutdown must not wait out a linger.
+                with trio.move_on_after(self._linger_s):
+                    await self._closed.wait()
+                self._gather_queued()
             await self._write_held()
 
     async def drain(self) -> None:
@@ -519,6 +539,7 @@ async def serve_telemetry(
     capacity: int = CHANNEL_CAPACITY,
     batch_max_rows: int = BATCH_MAX_ROWS,
     drain_timeout_s: float = DRAIN_TIMEOUT_S,
+    linger_s: float = BATCH_LINGER_S,
     task_status: trio.TaskStatus[Telemetry] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Open the database, hand back a :class:`Telemetry`, and write rows until it is closed.
@@ -542,10 +563,13 @@ async def serve_telemetry(
     )
     counters = _Counters()
     send, receive = trio.open_memory_channel[LatencyRow](capacity)
-    consumer = _Consumer(receive, connection, path, counters, batch_max_rows, one_thread_at_a_time)
+    closed = trio.Event()
+    consumer = _Consumer(
+        receive, connection, path, counters, batch_max_rows, one_thread_at_a_time, linger_s, closed
+    )
     try:
         logger.info("telemetry database open", path=str(path), created=created)
-        task_status.started(Telemetry(send, counters))
+        task_status.started(Telemetry(send, counters, closed))
         await consumer.run()
     finally:
         with trio.move_on_after(drain_timeout_s, shield=True):

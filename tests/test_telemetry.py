@@ -223,6 +223,39 @@ async def test_a_large_batch_limit_commits_the_same_rows_at_once(tmp_path: Path)
     assert statistics.batches_committed == 1
 
 
+async def _record_one_at_a_time(path: Path, count: int, linger_s: float) -> TelemetryStatistics:
+    """Record ``count`` rows one by one, each after the consumer went idle, then close."""
+    async with trio.open_nursery() as nursery:
+        telemetry: Telemetry = await nursery.start(
+            functools.partial(serve_telemetry, path, linger_s=linger_s)
+        )
+        for index, row in enumerate(_rows(count)):
+            telemetry.record(row)
+            # Idle means: lingering (nothing written yet) or done writing this row.
+            while linger_s == 0 and telemetry.statistics().rows_written <= index:
+                await trio.sleep(0.001)
+            await trio.testing.wait_all_tasks_blocked()
+        telemetry.close()
+    return telemetry.statistics()
+
+
+async def test_linger_gathers_rows_that_trickle_in_into_one_commit(tmp_path: Path) -> None:
+    """Rows arriving one by one within the linger window are committed together, and close()
+    ends the linger at once (a 60 s linger does not hold up shutdown)."""
+    statistics = await _record_one_at_a_time(tmp_path / "t.db", 5, linger_s=60.0)
+
+    assert statistics.rows_written == 5
+    assert statistics.batches_committed == 1
+
+
+async def test_without_linger_each_trickling_row_is_its_own_commit(tmp_path: Path) -> None:
+    """With linger 0 (the twin) every row that arrives alone is committed alone."""
+    statistics = await _record_one_at_a_time(tmp_path / "t.db", 5, linger_s=0.0)
+
+    assert statistics.rows_written == 5
+    assert statistics.batches_committed == 5
+
+
 async def test_a_failing_row_does_not_sink_its_batch(tmp_path: Path) -> None:
     """A row refused by the database is dropped and counted; the rest of its batch is written."""
     path = tmp_path / "telemetry.db"
