@@ -386,9 +386,11 @@ class ExecutorServer:
                     self._idle_scopes.discard(idle)
             if idle.cancelled_caught:
                 return "shutdown"
-            start = connection.start
+            prefix_start = connection.start
             try:
-                length = parse_frame_length(connection.view[start : start + PREFIX_BYTES])
+                length = parse_frame_length(
+                    connection.view[prefix_start : prefix_start + PREFIX_BYTES]
+                )
             except FrameTooLargeError as error:
                 counters.oversized_frames += 1
                 log.warning("oversized frame: closing connection", declared=error.declared)
@@ -398,7 +400,8 @@ class ExecutorServer:
             # ---- timed span: stamp -> decode -> ack encode -> ack write ----
             stamp_ns = perf_ns()
             received_at_ms = wall_ns() // 1_000_000
-            body_start = start + PREFIX_BYTES
+            # Re-read the offset: receiving the body may have compacted the buffer.
+            body_start = connection.start + PREFIX_BYTES
             connection.start = body_start + length
             counters.frames += 1
             stats["frames"] += 1

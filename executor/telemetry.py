@@ -5,8 +5,8 @@ Producers (connection tasks) hand a :class:`LatencyRow` to :meth:`Telemetry.reco
 row and counts it. One consumer task, :func:`serve_telemetry`, receives a row, gathers whatever else
 is already queued (up to ``BATCH_MAX_ROWS``), waits up to ``BATCH_LINGER_S`` for more while the
 batch is not full (never past :meth:`Telemetry.close`), and commits the batch as one transaction in
-a worker thread. The tables and columns are the reference system's, so its benchmark query and its poller
-can share the file (TELEMETRY.md).
+a worker thread. The tables and columns are the reference system's, so its benchmark query and
+its poller can share the file (TELEMETRY.md).
 
 Thread discipline: one ``sqlite3`` connection, opened with ``check_same_thread=False`` and used only
 through ``trio.to_thread.run_sync(..., limiter=CapacityLimiter(1))``. Trio's thread cache gives no

@@ -83,6 +83,23 @@ async def test_body_of_exactly_the_cap_is_accepted(executor_server: RunningServe
     assert (ack.status, ack.correlation_id) == ("accepted", "big")
 
 
+async def test_large_pipelined_frames_survive_buffer_compaction(
+    executor_server: RunningServer,
+) -> None:
+    """Big frames pipelined back to back (forcing the read buffer to compact) all decode."""
+    frames = []
+    for i in range(12):
+        body = orjson.dumps(make_wake(f"big{i}"))
+        body += b" " * (40_000 + 997 * i - len(body))
+        frames.append(len(body).to_bytes(4, "big") + body)
+    async with connect(executor_server.socket_path) as client:
+        await client.send_raw(b"".join(frames))
+        acks = [await client.receive_ack() for _ in frames]
+    assert [(a.status, a.correlation_id) for a in acks] == [
+        ("accepted", f"big{i}") for i in range(12)
+    ]
+
+
 async def test_eof_mid_frame_is_a_quiet_close(executor_server: RunningServer) -> None:
     """A peer that closes halfway through a body gets no ack, no frame count and no row."""
     frame = encode_frame(make_wake("half"))

@@ -232,7 +232,7 @@ async def _record_one_at_a_time(path: Path, count: int, linger_s: float) -> Tele
         for index, row in enumerate(_rows(count)):
             telemetry.record(row)
             # Idle means: lingering (nothing written yet) or done writing this row.
-            while linger_s == 0 and telemetry.statistics().rows_written <= index:
+            while linger_s == 0 and telemetry.statistics().rows_written <= index:  # noqa: ASYNC110
                 await trio.sleep(0.001)
             await trio.testing.wait_all_tasks_blocked()
         telemetry.close()
