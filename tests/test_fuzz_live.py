@@ -38,13 +38,6 @@ from executor.protocol import (
 DEFAULT_SEED = 20261201
 """The default run's seed: fixed, so the default suite is deterministic."""
 
-STALE_OFFSET_BUG = (
-    "server.py bug: _connection_loop reads `start` before receive_at_least(PREFIX + length), which"
-    " may compact the receive buffer; a frame straddling the buffer's end is then decoded at the"
-    " stale offset (wrongly rejected) and the next read raises BufferError, closing the connection"
-)
-"""Remove the xfail markers that cite this once the server re-reads ``connection.start``."""
-
 BATCH_FRAMES = 100
 """Frames pipelined before the client reads their acks; 100 rejected acks fit a socket buffer."""
 
@@ -298,14 +291,12 @@ async def run_in_process_fuzz(
     print(f"fuzzed {sent} frames on {connections} connections: {accepted} accepted")
 
 
-@pytest.mark.xfail(strict=True, reason=STALE_OFFSET_BUG)
 async def test_fuzzed_frames_each_get_one_ack(nursery: trio.Nursery, short_dir: Path) -> None:
     """10,500 fuzzed frames on 5 connections each get the predicted ack and the counters balance."""
     await run_in_process_fuzz(nursery, short_dir, fuzz_seed(), 5, 2100)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=STALE_OFFSET_BUG)
 async def test_fuzzed_frames_long_run(nursery: trio.Nursery, short_dir: Path) -> None:
     """200,000 fuzzed frames from a fresh seed on 8 connections: same guarantees as the fast run."""
     seed = fuzz_seed(random.SystemRandom().randrange(2**32))
@@ -332,7 +323,6 @@ def parse_counters(stderr: str) -> dict[str, int]:
     return {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)", " ".join(lines))}
 
 
-@pytest.mark.xfail(strict=True, reason=STALE_OFFSET_BUG)
 async def test_fuzz_subprocess_executor(short_dir: Path) -> None:
     """2,000 fuzzed frames against ``executor serve``: one ack each; its exit counters balance."""
     seed = fuzz_seed()
