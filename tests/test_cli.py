@@ -452,6 +452,17 @@ def test_socket_is_owner_only_while_running_and_removed_on_exit(
     assert "x.sock" not in leftovers
 
 
+def test_missing_socket_directory_is_created(spawner: Spawner, short_dir: Path) -> None:
+    """A socket whose parent directory does not exist yet is served: the directory is made."""
+    socket_path = short_dir / "run" / "x.sock"
+    assert not socket_path.parent.exists()
+    executor = spawner.serve(socket_path, short_dir / "t.db")
+    assert request_all(socket_path, [make_wake("made-dir")])[0].status == "accepted"
+    executor.signal(signal.SIGTERM)
+    assert executor.wait() == 0
+    assert socket_path.parent.is_dir()
+
+
 def test_socket_path_too_long_is_one_line_error(spawner: Spawner, short_dir: Path) -> None:
     """A socket path over 107 bytes is refused at start-up with one line and a non-zero exit."""
     socket_path = short_dir / ("s" * 120)
