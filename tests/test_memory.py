@@ -89,11 +89,15 @@ async def measure_growth(directory: Path, warm_up: int, total: int) -> tuple[int
                 process.kill()
                 await process.wait()
     counters = parse_counters((directory / "stderr.txt").read_text())
-    assert counters["accepted"] == counters["rows_written"] == total
+    assert counters["accepted"] == total
+    # A flood outruns SQLite: the channel may drop rows, but every one is accounted for.
+    dropped = sum(value for key, value in counters.items() if key.startswith("dropped_"))
+    assert counters["rows_written"] + dropped == total - counters["unacked"]
     print(
         f"executor RSS: {after_warm_up / 1024:.1f} MiB after {warm_up} frames, "
         f"{after_total / 1024:.1f} MiB after {total} "
-        f"(+{(after_total - after_warm_up) / 1024:.2f} MiB)"
+        f"(+{(after_total - after_warm_up) / 1024:.2f} MiB); rows written "
+        f"{counters['rows_written']}, dropped_ring_full {counters['dropped_ring_full']}"
     )
     return after_warm_up, after_total
 
