@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import signal
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -156,14 +157,15 @@ def _serve(args: argparse.Namespace) -> int:
         telemetry_linger_s=args.telemetry_linger,
     )
     server = ExecutorServer(config)
+    # From here on SIGINT/SIGTERM never kill the process: before the signal task listens (and
+    # after it stops) they are only noted, and the task turns a noted signal into a shutdown.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda received, _frame: server.note_early_signal(received))
     try:
         trio.run(server.run)
     except (SocketSetupError, TelemetryOpenError) as error:
         print(f"executor: error: {error}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("executor: interrupted during start-up", file=sys.stderr)
-        return 130
     print(server.statistics().counters_line(), file=sys.stderr)
     telemetry = server.telemetry.statistics()
     print(

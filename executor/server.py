@@ -196,6 +196,7 @@ class ExecutorServer:
         self._connections_nursery: trio.Nursery | None = None
         self._fires_nursery: trio.Nursery | None = None
         self._idle_scopes: set[trio.CancelScope] = set()
+        self._early_signals: list[int] = []
 
     # ---------------------------------------------------------------- public surface
 
@@ -272,14 +273,17 @@ class ExecutorServer:
                         linger_s=self.config.telemetry_linger_s,
                     )
                 )
+                signals_scope = trio.CancelScope()
                 try:
+                    # Signals are handled before the socket is reachable: a harness that stops the
+                    # executor the moment its socket appears must get an orderly exit.
+                    if self.config.handle_signals:
+                        await root.start(self._watch_signals, signals_scope)
                     listener = bind_unix_listener(socket_path)
                 except BaseException:
+                    signals_scope.cancel()
                     self._telemetry.close()
                     raise
-                signals_scope = trio.CancelScope()
-                if self.config.handle_signals:
-                    root.start_soon(self._watch_signals, signals_scope)
                 try:
                     await self._serve(listener, task_status)
                 finally:
@@ -297,8 +301,23 @@ class ExecutorServer:
 
     # ---------------------------------------------------------------- tasks
 
-    async def _watch_signals(self, scope: trio.CancelScope) -> None:
+    def note_early_signal(self, signum: int) -> None:
+        """Remember a SIGINT/SIGTERM that arrived before the signal task was listening.
+
+        Safe to call from a plain ``signal.signal`` handler, even before ``trio.run`` has started:
+        it only records the signal; the signal task acts on it as soon as it starts.
+        """
+        self._early_signals.append(signum)
+
+    async def _watch_signals(
+        self, scope: trio.CancelScope, *, task_status: trio.TaskStatus[None]
+    ) -> None:
         with scope, trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            task_status.started()
+            if self._early_signals:
+                name = signal.Signals(self._early_signals[0]).name
+                log.info("shutdown requested during start-up", signal=name)
+                self.request_shutdown()
             async for signum in signals:
                 name = signal.Signals(signum).name
                 if not self._stopping.is_set():

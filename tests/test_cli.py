@@ -335,11 +335,6 @@ RACE_ATTEMPTS = 6
 """Start-ups tried by the signal-race test; one lost race is enough to show the bug."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (server.py): the socket is reachable before the SIGTERM handler is installed, so a "
-    "SIGTERM sent as soon as the socket appears kills the process (-15): no counters, stale socket",
-)
 def test_sigterm_right_after_the_socket_appears_is_orderly(
     spawner: Spawner, short_dir: Path
 ) -> None:

@@ -123,15 +123,6 @@ def test_socket_is_0600_from_its_first_instant(short_dir: Path) -> None:
     print(f"racer: {racer.sightings} sightings, private bind dirs seen {racer.private_dir_modes}")
 
 
-SIGNAL_WINDOW_BUG = (
-    "server.py bug: ExecutorServer.run binds (the socket becomes reachable) before it starts the"
-    " signal task with start_soon, so a SIGTERM sent as soon as the socket exists kills the"
-    " process by the default action (-15): no orderly shutdown, no counters, the socket file is"
-    " left behind. Start the signal watcher (nursery.start) before bind_unix_listener."
-)
-
-
-@pytest.mark.xfail(strict=True, reason=SIGNAL_WINDOW_BUG)
 def test_sigterm_as_soon_as_the_socket_exists_is_orderly(short_dir: Path) -> None:
     """A SIGTERM sent the moment the socket appears still gives exit 0, counters, no socket."""
     for attempt in range(10):
