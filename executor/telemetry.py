@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import os
 import sqlite3
 import time
@@ -110,6 +111,36 @@ _INSERT_LATENCY_EVENT: Final = (
     " (correlation_id, stage, started_at_ms, ended_at_ms, duration_ms, metadata_json)"
     " VALUES (?, ?, ?, ?, ?, ?)"
 )
+
+CHUNK_ROWS: Final = (128, 64, 32, 16, 8, 4, 2, 1)
+"""Rows per multi-row INSERT (rows). A batch is written as a few statements of these sizes rather
+than one statement per row: ``executemany`` gives up and retakes the GIL once per row, and with the
+event loop busy each retake waits, which capped the writer near 15k rows/s under load against
+~50k/s this way (measured with a GIL-hungry thread beside it; docs/RESULTS.md). 128 rows x 6
+parameters stays under SQLite's historical 999-variable limit. Eight sizes means eight prepared
+statements per table, each parsed once and reused from the connection's statement cache."""
+
+
+@functools.cache
+def _chunk_statements(rows: int) -> tuple[str, str]:
+    """The correlation and latency-event INSERTs for ``rows`` rows at once."""
+    return (
+        _INSERT_CORRELATION + ", (?, ?)" * (rows - 1),
+        _INSERT_LATENCY_EVENT + ", (?, ?, ?, ?, ?, ?)" * (rows - 1),
+    )
+
+
+def _insert_rows(connection: sqlite3.Connection, rows: list[LatencyRow], now_ms: int) -> None:
+    """Insert ``rows`` in the caller's transaction, parents first, in ``CHUNK_ROWS`` pieces."""
+    start = 0
+    for size in CHUNK_ROWS:
+        while len(rows) - start >= size:
+            chunk = rows[start : start + size]
+            correlations_sql, events_sql = _chunk_statements(size)
+            connection.execute(correlations_sql, [v for row in chunk for v in (row[0], now_ms)])
+            connection.execute(events_sql, [value for row in chunk for value in row])
+            start += size
+
 
 _WRITE_ERRORS: Final = (sqlite3.Error, OSError, ValueError, OverflowError)
 """What a write may raise: SQLite and disk errors, and values sqlite3 cannot bind (a lone
@@ -338,8 +369,7 @@ def _write_batch(connection: sqlite3.Connection, rows: list[LatencyRow]) -> _Bat
     now_ms = wall_ms()
     try:
         connection.execute("BEGIN IMMEDIATE")
-        connection.executemany(_INSERT_CORRELATION, [(row[0], now_ms) for row in rows])
-        connection.executemany(_INSERT_LATENCY_EVENT, rows)
+        _insert_rows(connection, rows, now_ms)
         connection.execute("COMMIT")
     except _WRITE_ERRORS:
         _rollback_quietly(connection)
@@ -361,8 +391,7 @@ def _write_rows_one_by_one(
             continue
         try:
             connection.execute("BEGIN IMMEDIATE")
-            connection.execute(_INSERT_CORRELATION, (row.correlation_id, now_ms))
-            connection.execute(_INSERT_LATENCY_EVENT, row)
+            _insert_rows(connection, [row], now_ms)
             connection.execute("COMMIT")
         except _WRITE_ERRORS as error:
             _rollback_quietly(connection)
