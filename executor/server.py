@@ -18,6 +18,7 @@ the span closes: a pipelining connection yields once per frame, so it cannot sta
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -137,6 +138,7 @@ class _Connection:
         self.start = 0  # first unconsumed byte
         self.end = 0  # one past the last received byte
         self.waited = False  # whether this frame's reads went through the scheduler
+        self.idle = False  # waiting for the first bytes of a frame
 
     async def receive_at_least(self, size: int) -> bool:
         """Make ``size`` unconsumed bytes available; False on EOF (clean or mid-frame)."""
@@ -178,6 +180,11 @@ class _Connection:
                 raise _PeerGone(str(error)) from None
             view = view[sent:]
 
+    def stop_reading(self) -> None:
+        """End an idle wait: the pending read sees end-of-file (used at shutdown)."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RD)
+
     def close(self) -> None:
         trio.lowlevel.notify_closing(self.sock)
         self.sock.close()
@@ -195,7 +202,7 @@ class ExecutorServer:
         self._accept_scope = trio.CancelScope()
         self._connections_nursery: trio.Nursery | None = None
         self._fires_nursery: trio.Nursery | None = None
-        self._idle_scopes: set[trio.CancelScope] = set()
+        self._connections: set[_Connection] = set()
         self._early_signals: list[int] = []
 
     # ---------------------------------------------------------------- public surface
@@ -232,8 +239,9 @@ class ExecutorServer:
             return
         self._stopping.set()
         self._accept_scope.cancel()
-        for scope in list(self._idle_scopes):
-            scope.cancel()
+        for connection in self._connections:
+            if connection.idle:
+                connection.stop_reading()
         deadline = trio.current_time() + self.config.grace_s
         if self._connections_nursery is not None:
             self._connections_nursery.cancel_scope.deadline = deadline
@@ -366,6 +374,7 @@ class ExecutorServer:
         # Detach the fd from Trio's wrappers: the hot path calls the non-blocking socket directly.
         sock = socket.socket(fileno=stream.socket.detach())
         connection = _Connection(sock)
+        self._connections.add(connection)
         stats = {"frames": 0, "accepted": 0, "rejected": 0}
         log.info("connection opened", connection=conn_id)
         reason = "eof"
@@ -380,6 +389,7 @@ class ExecutorServer:
             reason = "error"
             log.exception("connection failed", connection=conn_id)
         finally:
+            self._connections.discard(connection)
             connection.close()
             counters.connections_open -= 1
             log.info("connection closed", connection=conn_id, reason=reason, **stats)
@@ -393,18 +403,16 @@ class ExecutorServer:
         wall_ns = time.time_ns
         while True:
             connection.waited = False
-            # Between frames the task is idle: a shutdown cancels exactly this wait.
+            # Between frames the task is idle; a shutdown ends exactly this wait, by shutting the
+            # socket's read side (a per-frame CancelScope cost ~7 us on the wake-up path).
             if self._stopping.is_set():
                 return "shutdown"
-            with trio.CancelScope() as idle:
-                self._idle_scopes.add(idle)
-                try:
-                    if not await connection.receive_at_least(PREFIX_BYTES):
-                        return "eof"
-                finally:
-                    self._idle_scopes.discard(idle)
-            if idle.cancelled_caught:
-                return "shutdown"
+            connection.idle = True
+            try:
+                if not await connection.receive_at_least(PREFIX_BYTES):
+                    return "shutdown" if self._stopping.is_set() else "eof"
+            finally:
+                connection.idle = False
             prefix_start = connection.start
             try:
                 length = parse_frame_length(

@@ -22,8 +22,9 @@ import trio
 MAX_SOCKET_PATH_BYTES: Final = 107
 """Linux's ``sun_path`` holds 108 bytes including the terminating NUL."""
 
-LISTEN_BACKLOG: Final = 128
-"""Pending connections the kernel queues; a guess well above the poller's one or two."""
+LISTEN_BACKLOG: Final = 1024
+"""Pending connections the kernel queues (the kernel caps it at somaxconn). The poller opens one
+or two; a burst of hundreds of connects (tests, a restart storm) must not meet EAGAIN. A guess."""
 
 SOCKET_MODE: Final = 0o600
 """Owner read/write only."""
