@@ -10,7 +10,8 @@ Decoding choice (measured 2026-11-29 on the project's 2-vCPU machine, CPython 3.
 ====================================================  =========
 orjson.loads + ``WakeMessage(**d)``, no validation        9.1 us
 msgspec strict Struct decode only                         1.5 us
-msgspec strict Struct decode + copy into the dataclass    3.3 us   <- chosen
+msgspec strict Struct decode + copy into the dataclass    3.3 us   (zip into a dict)
+  ... the same, dict built by msgspec.structs.asdict      2.9 us   <- chosen (decode_wake_message)
 msgspec decode straight into the dataclass                2.0 us   (ignores unknown keys: refused)
 msgspec key check (Raw fields) + dataclass decode         4.0 us
 ====================================================  =========
@@ -193,8 +194,6 @@ _WakeStruct = _struct_twin(WakeMessage, "_WakeStruct")
 _AckStruct = _struct_twin(WakeAck, "_AckStruct")
 _WAKE_DECODER: Final = msgspec.json.Decoder(_WakeStruct, strict=True)
 _ACK_DECODER: Final = msgspec.json.Decoder(_AckStruct, strict=True)
-_WAKE_FIELDS: Final = tuple(f.name for f in dataclasses.fields(WakeMessage))
-_ACK_FIELDS: Final = tuple(f.name for f in dataclasses.fields(WakeAck))
 
 # msgspec puts the location of a bad value last (" - at `$.field[0][1]`"), and quotes the bad value
 # itself earlier in the same message, so only a match anchored at the end names the field. An
@@ -227,13 +226,12 @@ def _translate(error: msgspec.MsgspecError, type_name: str) -> DecodeError:
     return DecodeError(_bounded(f"{type_name}: invalid JSON: {message}"), None)
 
 
-def _moved_into(cls: type[Any], names: tuple[str, ...], struct: msgspec.Struct) -> Any:
+def _moved_into(cls: type[Any], struct: msgspec.Struct) -> Any:
     # A frozen dataclass refuses attribute assignment, and WakeMessage(**values) costs ~6 us of
-    # keyword matching for 20 fields. The Struct already holds validated values in field order.
+    # keyword matching for 20 fields. The Struct (same fields, same order) already holds validated
+    # values; asdict builds the instance dict in C (1.1 us against 1.9 us for dict(zip(...))).
     instance = object.__new__(cls)
-    object.__setattr__(
-        instance, "__dict__", dict(zip(names, msgspec.structs.astuple(struct), strict=True))
-    )
+    object.__setattr__(instance, "__dict__", msgspec.structs.asdict(struct))
     return instance
 
 
@@ -247,7 +245,7 @@ def decode_wake_message(body: bytes | bytearray | memoryview) -> WakeMessage:
         struct = _WAKE_DECODER.decode(body)
     except msgspec.MsgspecError as error:
         raise _translate(error, "WakeMessage") from None
-    message: WakeMessage = _moved_into(WakeMessage, _WAKE_FIELDS, struct)
+    message: WakeMessage = _moved_into(WakeMessage, struct)
     return message
 
 
@@ -261,5 +259,5 @@ def decode_wake_ack(body: bytes) -> WakeAck:
         struct = _ACK_DECODER.decode(body)
     except msgspec.MsgspecError as error:
         raise _translate(error, "WakeAck") from None
-    ack: WakeAck = _moved_into(WakeAck, _ACK_FIELDS, struct)
+    ack: WakeAck = _moved_into(WakeAck, struct)
     return ack
