@@ -5,10 +5,12 @@ Secondary to latency and never mixed with it: frames are pipelined, so no span i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -70,17 +72,26 @@ class ThroughputResult:
 
 
 def _settled_count(database_path: str, expected: int) -> tuple[int, float]:
-    """Poll until the row count reaches ``expected`` or stops growing; (count, when)."""
+    """Poll until the row count reaches ``expected`` or stops growing; (count, wall s when)."""
     deadline = time.monotonic() + COMPLETION_TIMEOUT_S
-    last, changed = -1, time.monotonic()
+    last, changed, changed_wall = -1, time.monotonic(), time.time()
     while True:
         count = count_wake_recv(database_path)
         now = time.monotonic()
         if count != last:
-            last, changed = count, now
+            last, changed, changed_wall = count, now, time.time()
         if count >= expected or now - changed > SETTLE_S or now > deadline:
-            return count, changed
+            return count, changed_wall
         time.sleep(POLL_INTERVAL_S)
+
+
+def _first_stamp_s(database_path: str) -> float:
+    """Wall-clock seconds of the earliest row's stamp (when the writer's work began)."""
+    with contextlib.closing(sqlite3.connect(database_path, timeout=5.0)) as connection:
+        (first_ms,) = connection.execute(
+            "SELECT min(started_at_ms) FROM latency_events WHERE stage = 'wake_recv'"
+        ).fetchone()
+    return float(first_ms or 0) / 1000.0
 
 
 def run_rate(spec: ExecutorSpec, connections: int, seconds: float, rate: float) -> ThroughputResult:
@@ -97,7 +108,6 @@ def run_rate(spec: ExecutorSpec, connections: int, seconds: float, rate: float) 
             per_connection = rate / connections if rate > 0 else 0.0
             command = [sys.executable, "-m", "bench.client", "flood", "--socket", socket_path]
             command += ["--seconds", str(seconds), "--rate", str(per_connection)]
-            started = time.monotonic()
             clients = [
                 subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
                 for _ in range(connections)
@@ -110,6 +120,8 @@ def run_rate(spec: ExecutorSpec, connections: int, seconds: float, rate: float) 
                 reports.append(json.loads(out))
             acked = sum(int(r["acked"]) for r in reports)
             _, settled_at = _settled_count(database_path, acked)
+            # Rows per second from the first frame's stamp (not from spawning the clients).
+            first_stamp = _first_stamp_s(database_path) or settled_at
             status = executor.stop()
         if status != 0:
             raise BenchError(f"executor {spec.name} exited {status}: {executor.stderr_text[-400:]}")
@@ -127,7 +139,7 @@ def run_rate(spec: ExecutorSpec, connections: int, seconds: float, rate: float) 
         acked=acked,
         rows_written=rows,
         seconds=max(float(r["elapsed_s"]) for r in reports),
-        rows_seconds=settled_at - started,
+        rows_seconds=settled_at - first_stamp,
     )
 
 
@@ -146,8 +158,13 @@ def sweep(
             progress(f"throughput: {spec.name} at {rate or 'flat out'}")
             result = run_rate(spec, connections, seconds, rate)
             lines.append(result.line())
-            if result.drops == 0 and rate > 0 and (best is None or rate > best):
+            if result.drops == 0 and (best is None or (best > 0 and (rate <= 0 or rate > best))):
                 best = rate
-        verdict = f"{best:.0f} frames/s" if best is not None else "none of the offered rates"
+        if best is None:
+            verdict = "none of the offered rates"
+        elif best <= 0:
+            verdict = "flat out (every offered rate, saturation included)"
+        else:
+            verdict = f"{best:.0f} frames/s"
         lines.append(f"{spec.name:>10}: highest offered rate with zero drops: {verdict}")
     return lines
