@@ -162,22 +162,33 @@ class _Connection:
             self.end += received
         return True
 
-    async def send_all(self, data: bytes) -> None:
-        """Write ``data`` whole: a direct non-blocking send, waiting only when it would block.
+    def send_now(self, data: bytes | memoryview) -> int:
+        """One non-blocking ``send`` of ``data``; the bytes the kernel took (0 when it was full).
+
+        The hot path's common case: no coroutine, no scheduler, one system call.
 
         Raises:
             _PeerGone: the peer closed or reset the connection.
         """
-        view = memoryview(data)
+        try:
+            return self.sock.send(data)
+        except BlockingIOError:
+            return 0
+        except _PEER_GONE as error:
+            raise _PeerGone(str(error)) from None
+
+    async def send_all(self, data: bytes, already_sent: int = 0) -> None:
+        """Write the rest of ``data`` (from ``already_sent``), waiting for writability as needed.
+
+        Raises:
+            _PeerGone: the peer closed or reset the connection.
+        """
+        view = memoryview(data)[already_sent:]
         while view:
-            try:
-                sent = self.sock.send(view)
-            except BlockingIOError:
+            sent = self.send_now(view)
+            if sent == 0:
                 self.waited = True
                 await trio.lowlevel.wait_writable(self.sock)
-                continue
-            except _PEER_GONE as error:
-                raise _PeerGone(str(error)) from None
             view = view[sent:]
 
     def stop_reading(self) -> None:
@@ -444,9 +455,10 @@ class ExecutorServer:
             counters.accepted += 1
             stats["accepted"] += 1
             try:
-                await connection.send_all(
-                    encode_accepted_ack(message.correlation_id, received_at_ms)
-                )
+                ack = encode_accepted_ack(message.correlation_id, received_at_ms)
+                sent = connection.send_now(ack)
+                if sent < len(ack):
+                    await connection.send_all(ack, sent)
             except BaseException:
                 counters.unacked += 1
                 raise
