@@ -211,6 +211,16 @@ def ratio_lines(medians: dict[tuple[str, str, str], float]) -> list[str]:
     return lines
 
 
+def _short_name(executor: str) -> str:
+    """A ``cmd:`` executor named by its program (and flags), without its directory."""
+    if not executor.startswith("cmd:"):
+        return executor
+    words = executor[len("cmd:") :].split()
+    if len(words) >= 3 and words[1:3] == ["-m", "executor"]:
+        return "trio " + " ".join(words[4:]) if len(words) > 4 else "trio"
+    return "cmd:" + " ".join([Path(words[0]).name, *words[1:]]) if words else executor
+
+
 def write_plot(path: Path, series: Sequence[Series]) -> str:
     """A log-x CDF per configuration and span, if matplotlib imports; returns what happened."""
     try:
@@ -220,19 +230,29 @@ def write_plot(path: Path, series: Sequence[Series]) -> str:
         plt: Any = importlib.import_module("matplotlib.pyplot")
     except ImportError:
         return "plot skipped: matplotlib is not installed"
-    pooled: dict[str, list[float]] = {}
+    # One panel per span, one CDF per executor x client in it: pooled over runs.
+    by_span: dict[str, dict[str, list[float]]] = {}
     for item in series:
-        pooled.setdefault(f"{item.executor} x {item.client}: {item.span}", []).extend(
-            item.samples_us
-        )
-    figure, axes = plt.subplots(figsize=(10, 6))
-    for label, values in sorted(pooled.items()):
-        ordered = sorted(values)
-        axes.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], label=label)
-    axes.set_xscale("log")
-    axes.set_xlabel("duration (µs, log scale)")
-    axes.set_ylabel("fraction of samples (all runs pooled)")
-    axes.legend(fontsize="small")
-    figure.savefig(path, dpi=120)
+        label = f"{_short_name(item.executor)} x {item.client}"
+        by_span.setdefault(item.span, {}).setdefault(label, []).extend(item.samples_us)
+    spans = sorted(by_span)
+    columns = min(3, len(spans))
+    rows = (len(spans) + columns - 1) // columns
+    figure, panels = plt.subplots(rows, columns, figsize=(6 * columns, 4.5 * rows), squeeze=False)
+    for index, span in enumerate(spans):
+        axes = panels[index // columns][index % columns]
+        for label, values in sorted(by_span[span].items()):
+            ordered = sorted(values)
+            axes.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], label=label)
+        axes.set_xscale("log")
+        axes.set_title(span)
+        axes.set_xlabel("duration (µs, log scale)")
+        axes.set_ylabel("fraction of samples (runs pooled)")
+        axes.grid(True, which="both", alpha=0.3)
+        axes.legend(fontsize="x-small")
+    for index in range(len(spans), rows * columns):
+        panels[index // columns][index % columns].set_visible(False)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
     plt.close(figure)
     return f"plot written: {path}"
