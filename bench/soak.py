@@ -41,7 +41,8 @@ from typing import Final
 
 import orjson
 
-from executor.protocol import PREFIX_BYTES, WakeMessage, decode_wake_ack, encode_frame
+from bench.frames import wake_message
+from executor.protocol import PREFIX_BYTES, decode_wake_ack, encode_frame
 
 READY_TIMEOUT_S: Final = 20.0
 """How long a fresh executor may take to accept a connection (s); interpreter start dominates."""
@@ -67,23 +68,8 @@ PACED_FRAMES_PER_S: Final = 1000.0
 """Per-connection rate of the load in a SIGKILL cycle (frames/s): four connections stay well under
 the writer's throughput measured by the soak (about 7,000 rows/s on a loaded 2-core machine)."""
 
-TEMPLATE: Final = WakeMessage(
-    schema_version=4,
-    correlation_id="template",
-    market_ticker="KXBTCD-26DEC31-T100000",
-    asset="BTC",
-    direction="yes",
-    kalshi_price=0.55,
-    model_probability=0.61,
-    fee=0.0175,
-    edge=0.0425,
-    decision_ts_ms=1787289600123,
-    sent_at_ms=1787289600124,
-    sent_at_ns=412737100845213,
-    dry_run=True,
-    wire_price_yes_dollars=0.55,
-    price_ranges=[[0.0, 0.05, 0.001], [0.05, 0.95, 0.01], [0.95, 1.0, 0.001]],
-)
+TEMPLATE: Final = wake_message("template", sent_at_ns=412737100845213)
+"""The soak's valid wake: the benchmark's message shape (a full v4 shadow fire)."""
 
 
 def wake_frame(correlation_id: str) -> bytes:
