@@ -15,10 +15,11 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import orjson
 import pytest
@@ -311,9 +312,34 @@ def executor_command(socket_path: Path, db_path: Path) -> list[str]:
     ]
 
 
-def open_log(path: Path) -> BinaryIO:
-    """A file for a child's stderr (opened before the child starts, so never blocking a task)."""
-    return path.open("wb")
+@asynccontextmanager
+async def serving_executor(directory: Path) -> AsyncIterator[trio.Process]:
+    """``executor serve`` on ``directory/x.sock`` (rows in ``t.db``, stderr in ``stderr.txt``).
+
+    Yields once the socket exists; on a normal exit sends SIGTERM and waits for the process (its
+    ``returncode`` is then the caller's to check). A process still running is killed.
+    """
+    socket_path = directory / "x.sock"
+    # The stderr file is opened before the child starts, so writing it never blocks a task.
+    with (directory / "stderr.txt").open("wb") as stderr_file:
+        process = await trio.lowlevel.open_process(
+            executor_command(socket_path, directory / "t.db"),
+            stderr=stderr_file,
+            stdin=subprocess.DEVNULL,
+        )
+        try:
+            with trio.fail_after(30):
+                while not socket_path.exists():
+                    assert process.poll() is None, "executor exited during start-up"
+                    await trio.sleep(0.01)
+            yield process
+            process.send_signal(signal.SIGTERM)
+            with trio.fail_after(60):
+                await process.wait()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                await process.wait()
 
 
 def parse_counters(stderr: str) -> dict[str, int]:
@@ -326,27 +352,9 @@ def parse_counters(stderr: str) -> dict[str, int]:
 async def test_fuzz_subprocess_executor(short_dir: Path) -> None:
     """2,000 fuzzed frames against ``executor serve``: one ack each; its exit counters balance."""
     seed = fuzz_seed()
-    socket_path = short_dir / "x.sock"
-    with open_log(short_dir / "stderr.txt") as stderr_file:
-        process = await trio.lowlevel.open_process(
-            executor_command(socket_path, short_dir / "t.db"),
-            stderr=stderr_file,
-            stdin=subprocess.DEVNULL,
-        )
-        try:
-            with trio.fail_after(30):
-                while not socket_path.exists():
-                    assert process.poll() is None, "executor exited during start-up"
-                    await trio.sleep(0.01)
-            accepted = await fuzz_live(socket_path, seed, 2, 1000)
-            process.send_signal(signal.SIGTERM)
-            with trio.fail_after(30):
-                status = await process.wait()
-        finally:
-            if process.poll() is None:
-                process.kill()
-                await process.wait()
-    assert status == 0
+    async with serving_executor(short_dir) as process:
+        accepted = await fuzz_live(short_dir / "x.sock", seed, 2, 1000)
+    assert process.returncode == 0
     counters = parse_counters((short_dir / "stderr.txt").read_text())
     assert counters["frames"] == counters["accepted"] + counters["rejected"] == 2000
     assert counters["accepted"] == accepted

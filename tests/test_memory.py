@@ -7,15 +7,12 @@ the order template); after that the resident size may wobble but must not grow w
 
 from __future__ import annotations
 
-import signal
-import subprocess
 from pathlib import Path
-from typing import BinaryIO
 
 import pytest
 import trio
 from conftest import make_wake
-from test_fuzz_live import executor_command, parse_counters
+from test_fuzz_live import parse_counters, serving_executor
 
 from executor.client import ExecutorClient, connect
 from executor.protocol import encode_frame
@@ -56,38 +53,20 @@ async def send_frames(clients: list[ExecutorClient], start: int, count: int) -> 
             senders.start_soon(one, client, start + index * share, share)
 
 
-def open_log(path: Path) -> BinaryIO:
-    """A file for the child's stderr (opened before the child starts)."""
-    return path.open("wb")
-
-
 async def measure_growth(directory: Path, warm_up: int, total: int) -> tuple[int, int]:
     """RSS (KiB) of a fresh executor after ``warm_up`` frames and after ``total`` frames."""
     socket_path = directory / "x.sock"
-    with open_log(directory / "stderr.txt") as stderr_file:
-        process = await trio.lowlevel.open_process(
-            executor_command(socket_path, directory / "t.db"),
-            stderr=stderr_file,
-            stdin=subprocess.DEVNULL,
-        )
-        try:
-            with trio.fail_after(30):
-                while not socket_path.exists():
-                    assert process.poll() is None, "executor exited during start-up"
-                    await trio.sleep(0.01)
-            async with connect(socket_path) as first, connect(socket_path) as second:
-                clients = [first, second][:CONNECTIONS]
-                await send_frames(clients, 0, warm_up)
-                after_warm_up = resident_kib(process.pid)
-                await send_frames(clients, warm_up, total - warm_up)
-                after_total = resident_kib(process.pid)
-            process.send_signal(signal.SIGTERM)
-            with trio.fail_after(60):
-                assert await process.wait() == 0
-        finally:
-            if process.poll() is None:
-                process.kill()
-                await process.wait()
+    async with (
+        serving_executor(directory) as process,
+        connect(socket_path) as first,
+        connect(socket_path) as second,
+    ):
+        clients = [first, second][:CONNECTIONS]
+        await send_frames(clients, 0, warm_up)
+        after_warm_up = resident_kib(process.pid)
+        await send_frames(clients, warm_up, total - warm_up)
+        after_total = resident_kib(process.pid)
+    assert process.returncode == 0
     counters = parse_counters((directory / "stderr.txt").read_text())
     assert counters["accepted"] == total
     # A flood outruns SQLite: the channel may drop rows, but every one is accounted for.
