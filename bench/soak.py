@@ -42,6 +42,7 @@ from typing import Final
 import orjson
 
 from bench.frames import wake_message
+from bench.processes import parse_counters
 from executor.protocol import PREFIX_BYTES, decode_wake_ack, encode_frame
 
 READY_TIMEOUT_S: Final = 20.0
@@ -196,17 +197,12 @@ def parse_exit_counters(stderr_text: str) -> dict[str, int]:
     Raises:
         ValueError: either line is missing.
     """
-    counters: dict[str, int] = {}
     lines = stderr_text.splitlines()
     frames_lines = [line for line in lines if line.startswith("frames=")]
     telemetry_lines = [line for line in lines if line.startswith("telemetry ")]
     if len(frames_lines) != 1 or len(telemetry_lines) != 1:
         raise ValueError(f"expected one of each counter line, stderr ends: {stderr_text[-500:]!r}")
-    for token in (frames_lines[0] + " " + telemetry_lines[0]).split():
-        key, sep, value = token.partition("=")
-        if sep:
-            counters[key] = int(value)
-    return counters
+    return parse_counters(frames_lines[0] + "\n" + telemetry_lines[0])
 
 
 def identity_problems(counters: dict[str, int]) -> list[str]:
