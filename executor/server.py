@@ -31,7 +31,7 @@ from typing import Final
 import structlog
 import trio
 
-from executor.fire import FireOutcome, FirePath
+from executor.fire import FirePath
 from executor.protocol import (
     MAX_FRAME_BYTES,
     PREFIX_BYTES,
@@ -483,8 +483,9 @@ class ExecutorServer:
             await trio.lowlevel.checkpoint()
 
     async def _fire(self, message: WakeMessage) -> None:
+        # Refusals are logged (and counted) by the fire path itself.
         try:
-            outcome = await self._fire_path.fire(message)
+            await self._fire_path.fire(message)
         except trio.Cancelled:
             self._counters.fires_cancelled += 1
             log.warning("fire cancelled at shutdown", correlation_id=message.correlation_id)
@@ -492,9 +493,6 @@ class ExecutorServer:
         except Exception:
             self._counters.fire_errors += 1
             log.exception("fire failed", correlation_id=message.correlation_id)
-            return
-        if outcome is not FireOutcome.FIRED:
-            log.debug("fire refused", correlation_id=message.correlation_id, outcome=outcome.name)
 
 
 def _sole_startup_error(group: BaseExceptionGroup[BaseException]) -> Exception | None:
