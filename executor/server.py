@@ -9,21 +9,15 @@ Task tree (every task lives inside ``ExecutorServer.run``'s root nursery)::
         |-- fires nursery           one task per accepted fire
         `-- connections nursery     one task per connection, fed by serve_listeners
 
-The timed span (``wake_recv``) runs from the stamp taken right after a frame's last byte arrived
-to the moment the ack's last byte was handed to the kernel. Inside it there is only decoding,
-encoding the ack, and a non-blocking ``send``; the task waits for writability only if the send
-would block. The Trio checkpoint every loop iteration owes (cancellation, fairness) is taken after
-the span closes: a pipelining connection yields once per frame, so it cannot starve the others.
+The connection loop itself (read, stamp, decode, ack, record, fire) is ``executor.connection``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import signal
 import socket
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -31,25 +25,15 @@ from typing import Final
 import structlog
 import trio
 
+from executor.connection import Connection, FrameCounters, PeerGone, serve_frames
 from executor.fire import FirePath
-from executor.protocol import (
-    MAX_FRAME_BYTES,
-    PREFIX_BYTES,
-    DecodeError,
-    FrameTooLargeError,
-    WakeMessage,
-    decode_wake_message,
-    encode_accepted_ack,
-    encode_rejected_ack,
-    parse_frame_length,
-)
+from executor.protocol import WakeMessage
 from executor.telemetry import (
     BATCH_LINGER_S,
     CHANNEL_CAPACITY,
     Telemetry,
     TelemetryOpenError,
     serve_telemetry,
-    wake_recv_row,
 )
 from executor.unixsocket import (
     InstanceLock,
@@ -64,12 +48,6 @@ log = structlog.get_logger()
 
 DEFAULT_GRACE_S: Final = 5.0
 """How long in-flight frames and fires may run after a shutdown signal (seconds)."""
-
-RECEIVE_BUFFER_BYTES: Final = 2 * (PREFIX_BYTES + MAX_FRAME_BYTES)
-"""One connection's read buffer: room for a whole maximal frame wherever the last one ended."""
-
-_PEER_GONE: Final = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
-
 
 @dataclass(frozen=True)
 class ServerStatistics:
@@ -100,13 +78,9 @@ class ServerStatistics:
 
 @dataclass
 class _Counters:
-    frames: int = 0
-    accepted: int = 0
-    rejected: int = 0
-    unacked: int = 0
+    frames: FrameCounters = field(default_factory=FrameCounters)
     fires_cancelled: int = 0
     fire_errors: int = 0
-    oversized_frames: int = 0
     connections_opened: int = 0
     connections_open: int = 0
 
@@ -124,83 +98,6 @@ class ServerConfig:
     handle_signals: bool = True
 
 
-class _PeerGone(Exception):
-    """The peer closed or reset the connection."""
-
-
-class _Connection:
-    """One peer: a non-blocking socket and a fixed receive buffer with exact-length reads."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.buffer = bytearray(RECEIVE_BUFFER_BYTES)
-        self.view = memoryview(self.buffer)
-        self.start = 0  # first unconsumed byte
-        self.end = 0  # one past the last received byte
-        self.waited = False  # whether this frame's reads went through the scheduler
-        self.idle = False  # waiting for the first bytes of a frame
-
-    async def receive_at_least(self, size: int) -> bool:
-        """Make ``size`` unconsumed bytes available; False on EOF (clean or mid-frame)."""
-        if self.start == self.end:
-            self.start = self.end = 0
-        elif len(self.buffer) - self.start < size:
-            pending = self.end - self.start
-            self.buffer[:pending] = self.buffer[self.start : self.end]
-            self.start, self.end = 0, pending
-        while self.end - self.start < size:
-            try:
-                received = self.sock.recv_into(self.view[self.end :])
-            except BlockingIOError:
-                self.waited = True
-                await trio.lowlevel.wait_readable(self.sock)
-                continue
-            except _PEER_GONE:
-                return False
-            if received == 0:
-                return False
-            self.end += received
-        return True
-
-    def send_now(self, data: bytes | memoryview) -> int:
-        """One non-blocking ``send`` of ``data``; the bytes the kernel took (0 when it was full).
-
-        The hot path's common case: no coroutine, no scheduler, one system call.
-
-        Raises:
-            _PeerGone: the peer closed or reset the connection.
-        """
-        try:
-            return self.sock.send(data)
-        except BlockingIOError:
-            return 0
-        except _PEER_GONE as error:
-            raise _PeerGone(str(error)) from None
-
-    async def send_all(self, data: bytes, already_sent: int = 0) -> None:
-        """Write the rest of ``data`` (from ``already_sent``), waiting for writability as needed.
-
-        Raises:
-            _PeerGone: the peer closed or reset the connection.
-        """
-        view = memoryview(data)[already_sent:]
-        while view:
-            sent = self.send_now(view)
-            if sent == 0:
-                self.waited = True
-                await trio.lowlevel.wait_writable(self.sock)
-            view = view[sent:]
-
-    def stop_reading(self) -> None:
-        """End an idle wait: the pending read sees end-of-file (used at shutdown)."""
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RD)
-
-    def close(self) -> None:
-        trio.lowlevel.notify_closing(self.sock)
-        self.sock.close()
-
-
 class ExecutorServer:
     """The executor: serve wakes on a Unix socket until told to stop, then shut down in order."""
 
@@ -213,7 +110,7 @@ class ExecutorServer:
         self._accept_scope = trio.CancelScope()
         self._connections_nursery: trio.Nursery | None = None
         self._fires_nursery: trio.Nursery | None = None
-        self._connections: set[_Connection] = set()
+        self._connections: set[Connection] = set()
         self._early_signals: list[int] = []
 
     # ---------------------------------------------------------------- public surface
@@ -222,17 +119,18 @@ class ExecutorServer:
         """A consistent snapshot of the frame and fire counters."""
         counters = self._counters
         fires = self._fire_path.counters()
+        frames = counters.frames
         return ServerStatistics(
-            frames=counters.frames,
-            accepted=counters.accepted,
-            rejected=counters.rejected,
+            frames=frames.frames,
+            accepted=frames.accepted,
+            rejected=frames.rejected,
             fired=fires.fired,
             refused_price=fires.refused_price,
             refused_kill_switch=fires.refused_kill_switch,
-            unacked=counters.unacked,
+            unacked=frames.unacked,
             fires_cancelled=counters.fires_cancelled,
             fire_errors=counters.fire_errors,
-            oversized_frames=counters.oversized_frames,
+            oversized_frames=frames.oversized_frames,
             connections_opened=counters.connections_opened,
             connections_open=counters.connections_open,
         )
@@ -384,14 +282,21 @@ class ExecutorServer:
         conn_id = counters.connections_opened
         # Detach the fd from Trio's wrappers: the hot path calls the non-blocking socket directly.
         sock = socket.socket(fileno=stream.socket.detach())
-        connection = _Connection(sock)
+        connection = Connection(sock)
         self._connections.add(connection)
         stats = {"frames": 0, "accepted": 0, "rejected": 0}
         log.info("connection opened", connection=conn_id)
         reason = "eof"
         try:
-            reason = await self._connection_loop(connection, stats)
-        except _PeerGone:
+            reason = await serve_frames(
+                connection,
+                counters=counters.frames,
+                stats=stats,
+                telemetry=self.telemetry,
+                start_fire=self._start_fire,
+                stopping=self._stopping,
+            )
+        except PeerGone:
             reason = "peer gone"
         except trio.Cancelled:
             reason = "cancelled"
@@ -405,82 +310,10 @@ class ExecutorServer:
             counters.connections_open -= 1
             log.info("connection closed", connection=conn_id, reason=reason, **stats)
 
-    async def _connection_loop(self, connection: _Connection, stats: dict[str, int]) -> str:
-        counters = self._counters
-        telemetry = self.telemetry
+    def _start_fire(self, message: WakeMessage) -> None:
         fires = self._fires_nursery
         assert fires is not None
-        perf_ns = time.perf_counter_ns
-        wall_ns = time.time_ns
-        while True:
-            connection.waited = False
-            # Between frames the task is idle; a shutdown ends exactly this wait, by shutting the
-            # socket's read side (a per-frame CancelScope cost ~7 us on the wake-up path).
-            if self._stopping.is_set():
-                return "shutdown"
-            connection.idle = True
-            try:
-                if not await connection.receive_at_least(PREFIX_BYTES):
-                    return "shutdown" if self._stopping.is_set() else "eof"
-            finally:
-                connection.idle = False
-            prefix_start = connection.start
-            try:
-                length = parse_frame_length(
-                    connection.view[prefix_start : prefix_start + PREFIX_BYTES]
-                )
-            except FrameTooLargeError as error:
-                counters.oversized_frames += 1
-                log.warning("oversized frame: closing connection", declared=error.declared)
-                return "oversized frame"
-            if not await connection.receive_at_least(PREFIX_BYTES + length):
-                return "eof mid-frame"
-            # ---- timed span: stamp -> decode -> ack encode -> ack write ----
-            stamp_ns = perf_ns()
-            received_at_ms = wall_ns() // 1_000_000
-            # Re-read the offset: receiving the body may have compacted the buffer.
-            body_start = connection.start + PREFIX_BYTES
-            connection.start = body_start + length
-            counters.frames += 1
-            stats["frames"] += 1
-            try:
-                message = decode_wake_message(connection.view[body_start : connection.start])
-            except DecodeError as error:
-                counters.rejected += 1
-                stats["rejected"] += 1
-                await connection.send_all(encode_rejected_ack(str(error), received_at_ms))
-                log.warning("rejected frame", field=error.field, reason=str(error))
-                await self._checkpoint_unless_waited(connection)
-                continue
-            counters.accepted += 1
-            stats["accepted"] += 1
-            try:
-                ack = encode_accepted_ack(message.correlation_id, received_at_ms)
-                sent = connection.send_now(ack)
-                if sent < len(ack):
-                    await connection.send_all(ack, sent)
-            except BaseException:
-                counters.unacked += 1
-                raise
-            done_ns = perf_ns()
-            # ---- span closed ----
-            telemetry.record(
-                wake_recv_row(
-                    message.correlation_id,
-                    received_at_ms,
-                    wall_ns() // 1_000_000,
-                    done_ns - stamp_ns,
-                    message.dry_run,
-                )
-            )
-            fires.start_soon(self._fire, message)
-            await self._checkpoint_unless_waited(connection)
-
-    @staticmethod
-    async def _checkpoint_unless_waited(connection: _Connection) -> None:
-        # Every frame passes through the scheduler once; a frame whose reads already waited did.
-        if not connection.waited:
-            await trio.lowlevel.checkpoint()
+        fires.start_soon(self._fire, message)
 
     async def _fire(self, message: WakeMessage) -> None:
         # Refusals are logged (and counted) by the fire path itself.

@@ -24,20 +24,24 @@ to :meth:`Telemetry.record` ends up in exactly one counter: ``rows_written``,
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-import functools
 import os
 import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Final
 
 import structlog
 import trio
 
-from executor.clock import wall_ms
+from executor.rows import LatencyRow, Stage, latency_row, wake_recv_row
+from executor.sqlite_writer import (
+    REFERENCE_USER_VERSION,
+    TelemetryOpenError,
+    close_database,
+    open_database,
+    write_batch,
+)
 
 CHANNEL_CAPACITY: Final = 8192
 """Rows the channel holds (rows). Several seconds of wakes at any plausible rate, while a commit of
@@ -61,153 +65,16 @@ CLOSE_TIMEOUT_S: Final = 5.0
 """How long closing the database may take in the worker (seconds): the final WAL checkpoint of a
 few MiB; past it the connection is closed on the Trio thread instead. A guess."""
 
-ROW_RETRY_BUDGET_S: Final = 10.0
-"""Longest a failed batch's row-by-row retry may run (seconds). A locked database makes every row
-wait ``busy_timeout``; past the budget the remaining rows are counted as failed, not tried."""
-
 WARNING_INTERVAL_S: Final = 10.0
 """At most one write-failure warning per this many seconds; a broken disk must not flood the log."""
-
-BUSY_TIMEOUT_MS: Final = 5000
-"""SQLite waits this long (ms) for another writer's lock (the reference poller shares the file)."""
 
 MAX_CORRELATION_ID_BYTES: Final = 128
 """Longest correlation_id written (UTF-8 bytes); longer ids are dropped, never truncated."""
 
-REFERENCE_USER_VERSION: Final = 6
-"""``user_version`` stamped on a file this process created: the reference's current schema, so its
-migrations do not run against a file lacking their tables."""
-
 _MAX_BYTES_PER_CHAR: Final = 4
 """UTF-8 encodes a code point in at most 4 bytes, so short ids need no encoding to be checked."""
 
-_SCHEMA: Final = (
-    """CREATE TABLE IF NOT EXISTS correlations (
-    correlation_id  TEXT    PRIMARY KEY,
-    created_at_ms   INTEGER NOT NULL
-)""",
-    """CREATE TABLE IF NOT EXISTS latency_events (
-    id              INTEGER PRIMARY KEY AUTOINCREMENT,
-    correlation_id  TEXT    NOT NULL REFERENCES correlations (correlation_id),
-    stage           TEXT    NOT NULL,
-    started_at_ms   INTEGER NOT NULL,
-    ended_at_ms     INTEGER NOT NULL,
-    duration_ms     REAL    NOT NULL,
-    metadata_json   TEXT,
-    created_at_ms   INTEGER NOT NULL DEFAULT (CAST(strftime('%s', 'now') AS INTEGER) * 1000)
-)""",
-    "CREATE INDEX IF NOT EXISTS idx_latency_events_stage ON latency_events (stage)",
-    "CREATE INDEX IF NOT EXISTS idx_latency_events_correlation_id"
-    " ON latency_events (correlation_id)",
-    "CREATE INDEX IF NOT EXISTS idx_latency_events_started_at ON latency_events (started_at_ms)",
-)
-
-# Constant strings, so sqlite3's statement cache parses each once for the connection's life.
-_INSERT_CORRELATION: Final = (
-    "INSERT OR IGNORE INTO correlations (correlation_id, created_at_ms) VALUES (?, ?)"
-)
-_INSERT_LATENCY_EVENT: Final = (
-    "INSERT INTO latency_events"
-    " (correlation_id, stage, started_at_ms, ended_at_ms, duration_ms, metadata_json)"
-    " VALUES (?, ?, ?, ?, ?, ?)"
-)
-
-CHUNK_ROWS: Final = (128, 64, 32, 16, 8, 4, 2, 1)
-"""Rows per multi-row INSERT (rows). A batch is written as a few statements of these sizes rather
-than one statement per row: ``executemany`` gives up and retakes the GIL once per row, and with the
-event loop busy each retake waits, which capped the writer near 15k rows/s under load against
-~50k/s this way (measured with a GIL-hungry thread beside it; docs/RESULTS.md). 128 rows x 6
-parameters stays under SQLite's historical 999-variable limit. Eight sizes means eight prepared
-statements per table, each parsed once and reused from the connection's statement cache."""
-
-
-@functools.cache
-def _chunk_statements(rows: int) -> tuple[str, str]:
-    """The correlation and latency-event INSERTs for ``rows`` rows at once."""
-    return (
-        _INSERT_CORRELATION + ", (?, ?)" * (rows - 1),
-        _INSERT_LATENCY_EVENT + ", (?, ?, ?, ?, ?, ?)" * (rows - 1),
-    )
-
-
-def _insert_rows(connection: sqlite3.Connection, rows: list[LatencyRow], now_ms: int) -> None:
-    """Insert ``rows`` in the caller's transaction, parents first, in ``CHUNK_ROWS`` pieces."""
-    start = 0
-    for size in CHUNK_ROWS:
-        while len(rows) - start >= size:
-            chunk = rows[start : start + size]
-            correlations_sql, events_sql = _chunk_statements(size)
-            connection.execute(correlations_sql, [v for row in chunk for v in (row[0], now_ms)])
-            connection.execute(events_sql, [value for row in chunk for value in row])
-            start += size
-
-
-_WRITE_ERRORS: Final = (sqlite3.Error, OSError, ValueError, OverflowError)
-"""What a write may raise: SQLite and disk errors, and values sqlite3 cannot bind (a lone
-surrogate, an integer beyond int64). None of them may end the consumer."""
-
-_DRY_RUN_FALSE_JSON: Final = '{"dry_run": false}'
-_DRY_RUN_TRUE_JSON: Final = '{"dry_run": true}'
-
 logger = structlog.get_logger()
-
-
-class Stage(enum.StrEnum):
-    """The reference system's stage vocabulary (``latency_events.stage``)."""
-
-    DETECT_FIRE = "detect_fire"
-    INGEST_FETCH = "ingest_fetch"
-    DECISION = "decision"
-    WAKE_SEND = "wake_send"
-    WAKE_RECV = "wake_recv"
-    ORDER_BUILD = "order_build"
-    SIGN = "sign"
-    DISPATCH_SEND = "dispatch_send"
-    DISPATCH_ACK = "dispatch_ack"
-    TELEMETRY_WRITE = "telemetry_write"
-
-
-class LatencyRow(NamedTuple):
-    """One ``latency_events`` row; field order is the INSERT's column order."""
-
-    correlation_id: str
-    stage: Stage
-    started_at_ms: int
-    ended_at_ms: int
-    duration_ms: float
-    metadata_json: str | None
-
-
-def latency_row(
-    correlation_id: str,
-    stage: Stage | str,
-    started_at_ms: int,
-    ended_at_ms: int,
-    duration_ms: float,
-    metadata_json: str | None = None,
-) -> LatencyRow:
-    """Build a row, validating ``stage`` against the vocabulary.
-
-    Raises:
-        ValueError: ``stage`` is not one of :class:`Stage`'s values.
-    """
-    return LatencyRow(
-        correlation_id, Stage(stage), started_at_ms, ended_at_ms, duration_ms, metadata_json
-    )
-
-
-def wake_recv_row(
-    correlation_id: str, started_at_ms: int, ended_at_ms: int, duration_ns: int, dry_run: bool
-) -> LatencyRow:
-    """The ``wake_recv`` row for one acked frame; no serializer call, the metadata is prebuilt."""
-    return LatencyRow(
-        correlation_id,
-        Stage.WAKE_RECV,
-        started_at_ms,
-        ended_at_ms,
-        duration_ns / 1_000_000,
-        _DRY_RUN_TRUE_JSON if dry_run else _DRY_RUN_FALSE_JSON,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,10 +102,6 @@ class _Counters:
     dropped_oversized_id: int = 0
     dropped_write_failed: int = 0
     batches_committed: int = 0
-
-
-class TelemetryOpenError(Exception):
-    """The telemetry database could not be opened or initialised (message names the path)."""
 
 
 class Telemetry:
@@ -289,124 +152,6 @@ def _is_oversized(correlation_id: str) -> bool:
     # surrogatepass: an unencodable id is the writer's problem (counted there), not a crash here.
     encoded = correlation_id.encode("utf-8", "surrogatepass")
     return len(encoded) > MAX_CORRELATION_ID_BYTES
-
-
-# --- the database side: these functions run in the worker thread ---------------------------------
-
-
-def _open_database(path: Path) -> tuple[sqlite3.Connection, bool]:
-    """Open and initialise the database; return the connection and whether this call created it.
-
-    "Created" is decided under SQLite's write lock: a file that is empty (it was absent, or zero
-    bytes) while we hold ``BEGIN IMMEDIATE`` is ours, even if another process raced us to open it.
-    WAL is switched on after that first transaction, since setting it writes the file header.
-
-    Raises:
-        TelemetryOpenError: the path cannot be opened or initialised.
-    """
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.is_dir():
-            # sqlite3 reports a directory as a generic "unable to open"; say what it is.
-            raise TelemetryOpenError(f"telemetry database {path} is a directory")
-        connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    except TelemetryOpenError:
-        raise
-    except (sqlite3.Error, OSError) as error:
-        raise TelemetryOpenError(f"cannot open telemetry database {path}: {error}") from error
-    try:
-        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        connection.execute("PRAGMA foreign_keys = ON")
-        connection.execute("PRAGMA synchronous = NORMAL")
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            # Under the write lock nobody else can be mid-creation; a committed database (WAL
-            # or not) always has its header page in the main file, so zero bytes means new.
-            created = path.stat().st_size == 0
-            for statement in _SCHEMA:
-                connection.execute(statement)
-            if created:
-                connection.execute(f"PRAGMA user_version = {REFERENCE_USER_VERSION}")
-            connection.execute("COMMIT")
-        except BaseException:
-            _rollback_quietly(connection)
-            raise
-        (journal_mode,) = connection.execute("PRAGMA journal_mode = WAL").fetchone()
-        if str(journal_mode).lower() != "wal":
-            raise TelemetryOpenError(
-                f"telemetry database {path} refused WAL mode (journal_mode={journal_mode})"
-            )
-    except TelemetryOpenError:
-        connection.close()
-        raise
-    except (sqlite3.Error, OSError) as error:
-        connection.close()
-        raise TelemetryOpenError(f"cannot initialise telemetry database {path}: {error}") from error
-    return connection, created
-
-
-@dataclass(frozen=True, slots=True)
-class _BatchOutcome:
-    """What one batch write achieved; the Trio side turns it into counters and log lines."""
-
-    rows_written: int
-    committed_as_batch: bool
-    failures: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    """``(correlation_id, error)`` for each row dropped."""
-
-
-def _rollback_quietly(connection: sqlite3.Connection) -> None:
-    """Roll back whatever transaction is open; a failing rollback must not hide the first error."""
-    try:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-    except _WRITE_ERRORS:
-        pass
-
-
-def _write_batch(connection: sqlite3.Connection, rows: list[LatencyRow]) -> _BatchOutcome:
-    """Commit ``rows`` as one transaction; on failure, roll back and retry them one by one."""
-    now_ms = wall_ms()
-    try:
-        connection.execute("BEGIN IMMEDIATE")
-        _insert_rows(connection, rows, now_ms)
-        connection.execute("COMMIT")
-    except _WRITE_ERRORS:
-        _rollback_quietly(connection)
-    else:
-        return _BatchOutcome(rows_written=len(rows), committed_as_batch=True)
-    return _write_rows_one_by_one(connection, rows, now_ms)
-
-
-def _write_rows_one_by_one(
-    connection: sqlite3.Connection, rows: list[LatencyRow], now_ms: int
-) -> _BatchOutcome:
-    """Write each row in its own transaction, so one bad row cannot sink the others."""
-    give_up_at = time.monotonic() + ROW_RETRY_BUDGET_S
-    written = 0
-    failures: list[tuple[str, str]] = []
-    for row in rows:
-        if time.monotonic() > give_up_at:
-            failures.append((row.correlation_id, "row retry budget exhausted"))
-            continue
-        try:
-            connection.execute("BEGIN IMMEDIATE")
-            _insert_rows(connection, [row], now_ms)
-            connection.execute("COMMIT")
-        except _WRITE_ERRORS as error:
-            _rollback_quietly(connection)
-            failures.append((row.correlation_id, f"{type(error).__name__}: {error}"))
-        else:
-            written += 1
-    return _BatchOutcome(rows_written=written, committed_as_batch=False, failures=failures)
-
-
-def _close_database(connection: sqlite3.Connection, path: Path) -> None:
-    """Close the connection; an error here is logged, since every row is already committed."""
-    try:
-        connection.close()
-    except _WRITE_ERRORS as error:
-        logger.warning("telemetry database close failed", path=str(path), error=str(error))
 
 
 # --- the Trio side --------------------------------------------------------------------------------
@@ -524,10 +269,10 @@ class _Consumer:
         """Close the connection in the worker thread (shielded, bounded), then report held drops."""
         with trio.move_on_after(timeout_s, shield=True):
             await trio.to_thread.run_sync(
-                _close_database, self._connection, self._path, limiter=self._limiter
+                close_database, self._connection, self._path, limiter=self._limiter
             )
         # A no-op when the worker closed it; closes it here if the deadline struck first.
-        _close_database(self._connection, self._path)
+        close_database(self._connection, self._path)
         self._warnings.flush()
 
     def _hold(self, row: LatencyRow) -> None:
@@ -549,7 +294,7 @@ class _Consumer:
         if not self._held:
             return
         outcome = await trio.to_thread.run_sync(
-            _write_batch, self._connection, self._held, limiter=self._limiter
+            write_batch, self._connection, self._held, limiter=self._limiter
         )
         # No checkpoint from here on: the outcome is counted before any cancellation can land.
         self._held = []
@@ -588,7 +333,7 @@ async def serve_telemetry(
     path = Path(db_path)
     one_thread_at_a_time = trio.CapacityLimiter(1)
     connection, created = await trio.to_thread.run_sync(
-        _open_database, path, limiter=one_thread_at_a_time
+        open_database, path, limiter=one_thread_at_a_time
     )
     counters = _Counters()
     send, receive = trio.open_memory_channel[LatencyRow](capacity)
@@ -605,3 +350,19 @@ async def serve_telemetry(
             await consumer.drain()
         consumer.discard_remaining()
         await consumer.close_database(CLOSE_TIMEOUT_S)
+
+
+__all__ = [
+    "BATCH_LINGER_S",
+    "BATCH_MAX_ROWS",
+    "CHANNEL_CAPACITY",
+    "REFERENCE_USER_VERSION",
+    "LatencyRow",
+    "Stage",
+    "Telemetry",
+    "TelemetryOpenError",
+    "TelemetryStatistics",
+    "latency_row",
+    "serve_telemetry",
+    "wake_recv_row",
+]

@@ -15,8 +15,8 @@ import trio
 from conftest import RunningServer, make_wake
 
 from executor.client import ExecutorClient, connect
+from executor.connection import RECEIVE_BUFFER_BYTES
 from executor.protocol import encode_frame
-from executor.server import RECEIVE_BUFFER_BYTES
 
 
 def ensure_fd_limit(needed: int) -> None:
