@@ -92,7 +92,8 @@ async def test_real_fire_writes_pending_then_resolution() -> None:
     assert resolution.requested_at_ms == pending.requested_at_ms
     assert resolution.submitted_at_ms is not None and resolution.acknowledged_at_ms is not None
     assert (resolution.correlation_id, resolution.correlation_group) == ("c-1", "grp")
-    assert (resolution.count, resolution.price_dollars, resolution.post_only) == ("1.00", "0.5600", 0)
+    assert (resolution.count, resolution.price_dollars) == ("1.00", "0.5600")
+    assert resolution.post_only == 0
     [body] = placer.bodies
     assert orjson.loads(body)["client_order_id"] == resolution.client_order_id
     assert [kind for kind, _ in harness.events if kind in {"pending", "send", "order"}] == [
@@ -214,7 +215,7 @@ async def test_risk_refusal_writes_rejected_row_and_nothing_is_sent() -> None:
 
 
 async def test_risk_gate_sees_the_attempt_and_in_flight_count() -> None:
-    """The attempt is recorded before sending (a refire is in cooldown) and in-flight returns to 0."""
+    """The attempt is recorded before sending (a refire is in cooldown); in-flight returns to 0."""
     risk = RiskGate(RiskLimits(), frozenset({0}))
     release = trio.Event()
     placer = FakePlacer([], release=release)
@@ -264,7 +265,7 @@ async def test_snapped_price_outside_the_book_is_refused() -> None:
 
 
 async def test_stage_rows_with_detect_fire_on_a_shared_clock() -> None:
-    """A real fire on this clock domain writes all five stage rows, detect_fire measured directly."""
+    """A real fire on this clock domain writes all five stage rows, detect_fire directly."""
     message = wake(recv_ns=trio_perf_ns() - 1_000_000, clock_domain=clock_domain())
     async with order_harness() as harness:
         await harness.fire_path.fire(message)
@@ -283,7 +284,7 @@ async def test_stage_rows_with_detect_fire_on_a_shared_clock() -> None:
     ids=["no-recv", "other-domain", "no-domain"],
 )
 async def test_no_detect_fire_off_the_shared_clock(overrides: dict[str, Any]) -> None:
-    """Without recv_ns or with another clock domain there is no detect_fire; the order still goes."""
+    """Without recv_ns or on another clock domain there is no detect_fire; the order still goes."""
     fields = {"recv_ns": trio_perf_ns(), "clock_domain": clock_domain(), **overrides}
     async with order_harness() as harness:
         await harness.fire_path.fire(wake(**fields))
