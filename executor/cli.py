@@ -193,7 +193,9 @@ def _serve(args: argparse.Namespace) -> int:
         f"telemetry rows_written={telemetry.rows_written} "
         f"dropped_ring_full={telemetry.dropped_ring_full} "
         f"dropped_oversized_id={telemetry.dropped_oversized_id} "
-        f"dropped_write_failed={telemetry.dropped_write_failed}",
+        f"dropped_write_failed={telemetry.dropped_write_failed} "
+        f"order_rows_written={telemetry.order_rows_written} "
+        f"order_rows_dropped={telemetry.order_rows_dropped}",
         file=sys.stderr,
     )
     return 0
