@@ -1,4 +1,4 @@
-"""The executor with an exchange, end to end: wakes in, signed orders over TLS to the fake, rows out.
+"""The executor with an exchange, end to end: wakes in, signed orders over TLS, rows out.
 
 Every executor here is the in-process server with the order path of ``executor.firing``, trading
 against ``executor.fake_exchange`` on 127.0.0.1 over real TLS; rows are read back from SQLite.
@@ -124,7 +124,8 @@ def order_posts(exchange: FakeExchange) -> list[dict[str, Any]]:
 async def wait_for_order(exchange: FakeExchange, count: int = 1) -> None:
     """Wait until the fake has received ``count`` order requests."""
     with trio.fail_after(WAIT_S):
-        while len(order_posts(exchange)) < count:
+        # The fake appends to a list and has no event to wait on; poll it, bounded.
+        while len(order_posts(exchange)) < count:  # noqa: ASYNC110
             await trio.sleep(0.01)
 
 
@@ -213,7 +214,7 @@ async def test_killed_order_is_canceled_and_wake_off_clock_has_no_detect_fire(
     fake_exchange: FakeExchange,
     fake_credentials: FakeCredentials,
 ) -> None:
-    """A fill-or-kill the fake kills is 'canceled'; a wake from another clock gets no detect_fire."""
+    """A killed fill-or-kill is 'canceled'; a wake from another clock gets no detect_fire."""
     fake_exchange.fill_rule = never_fill
     running = await start_trading(nursery, short_dir, fake_exchange, fake_credentials)
     async with connect(running.socket_path) as client:
@@ -332,7 +333,7 @@ async def test_a_restarted_executor_remembers_the_attempt(
     fake_exchange: FakeExchange,
     fake_credentials: FakeCredentials,
 ) -> None:
-    """The warm start reads what the first executor wrote: a refire within the cooldown is refused."""
+    """The warm start reads what the first executor wrote: a refire in the cooldown is refused."""
     first = await start_trading(nursery, short_dir, fake_exchange, fake_credentials)
     async with connect(first.socket_path) as client:
         await client.request(real_wake("before"))
@@ -366,7 +367,7 @@ async def test_bad_key_is_a_startup_error(
     bad_key.write_text("not a key")
     settings = settings_for(fake_exchange, fake_credentials, private_key_path=bad_key)
     factory = order_path_factory(settings, telemetry_db=short_dir / "t.db", kill_switch=None)
-    with pytest.raises(StartupError, match="bad.pem"):
+    with pytest.raises(StartupError, match=r"bad\.pem"):
         await start_server(nursery, short_dir, order_path=factory)
     assert not (short_dir / "x.sock").exists()
 
