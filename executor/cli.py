@@ -86,8 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--contract-count",
         type=_positive_int,
-        default=DEFAULT_CONTRACT_COUNT,
-        help=f"contracts per order (default {DEFAULT_CONTRACT_COUNT})",
+        default=None,
+        help="the fixed contracts per order: shadow fires, fires without an exchange, and the "
+        "floor of sizing (default KALSHI_FIXED_ORDER_CONTRACT_COUNT, else "
+        f"{DEFAULT_CONTRACT_COUNT})",
     )
     serve.add_argument(
         "--grace",
@@ -160,18 +162,16 @@ def _serve(args: argparse.Namespace) -> int:
     )
     telemetry_db = args.telemetry_db or default_telemetry_db()
     order_path = None
-    if settings.exchange.mode == "none":
-        structlog.get_logger().info(
-            "no exchange configured: fires are decided and counted, nothing is sent"
-        )
-    else:
+    if settings.exchange.mode != "none":
         order_path = order_path_factory(
             settings, telemetry_db=telemetry_db, kill_switch=kill_switch, signer=signer
         )
     config = ServerConfig(
         socket_path=args.socket,
         telemetry_db=telemetry_db,
-        fire_path=FirePath(kill_switch=kill_switch, contract_count=args.contract_count),
+        fire_path=FirePath(
+            kill_switch=kill_switch, contract_count=settings.sizing.fixed_contract_count
+        ),
         grace_s=args.grace,
         telemetry_capacity=args.telemetry_capacity,
         telemetry_linger_s=args.telemetry_linger,

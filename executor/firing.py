@@ -148,7 +148,8 @@ def _fire_path(
     policy = OrderPolicy(
         time_in_force=exchange.time_in_force,
         self_trade_prevention_type=exchange.self_trade_prevention_type,
-        environment=exchange.environment,
+        # The production guard is about the real exchange; the fake is never production.
+        environment=exchange.environment if exchange.mode == "real" else "demo",
         allow_production=exchange.allow_production,
     )
     orders = OrderPath(

@@ -239,6 +239,7 @@ class ExecutorServer:
     def _open_fire_path(self, telemetry: Telemetry) -> AbstractAsyncContextManager[FirePath]:
         if self.config.order_path is not None:
             return self.config.order_path(telemetry)
+        log.info("no exchange configured: fires are decided and counted, nothing is sent")
         return contextlib.nullcontext(self._fire_path)
 
     # ---------------------------------------------------------------- tasks
