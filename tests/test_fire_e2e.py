@@ -26,7 +26,10 @@ from executor.firing import StartupError, order_path_factory
 from executor.protocol import WakeMessage
 from executor.risk import RiskLimits
 from executor.server import ServerStatistics
+from executor.shadow_lane import SHADOW_LANE_CAPACITY
+from executor.signer import KalshiSigner
 from executor.sizing import SizingConfig
+from executor.telemetry import serve_telemetry
 
 WAIT_S = 10.0
 """Bound on waiting for the fake to see a request (seconds): TLS on a busy 2-core box."""
@@ -384,3 +387,72 @@ async def test_unreachable_exchange_is_a_startup_error(
     with pytest.raises(StartupError, match="cannot be reached"):
         await start_server(nursery, short_dir, order_path=factory)
     assert not (short_dir / "x.sock").exists()
+
+
+class RecordingSigner(KalshiSigner):
+    """A signer that keeps every signature it makes, in order."""
+
+    def __init__(self, private_key_path: Path, key_id: str) -> None:
+        super().__init__(private_key_path, key_id)
+        self.signatures: list[str] = []
+
+    def sign(self, timestamp: str, method: str, path: str) -> str:
+        signature = super().sign(timestamp, method, path)
+        self.signatures.append(signature)
+        return signature
+
+
+class ArrivalLog(list[Any]):
+    """The fake's ``received`` list, noting how many signatures existed as each request arrived."""
+
+    def __init__(self, signer: RecordingSigner) -> None:
+        super().__init__()
+        self.signer = signer
+        self.signed_before: list[int] = []
+
+    def append(self, item: Any) -> None:
+        self.signed_before.append(len(self.signer.signatures))
+        super().append(item)
+
+
+async def test_real_order_goes_out_ahead_of_queued_shadow_fires(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    fake_exchange: FakeExchange,
+    fake_credentials: FakeCredentials,
+) -> None:
+    """Over the real transport, a real fire queued after 16 shadow fires is signed and sent first.
+
+    The shadow lane signs one order per pass through the scheduler; the real fire signs in its
+    own task. The real order's signature is found among the signer's by the header the fake
+    received; the shadow orders queued ahead of it must mostly be signed after it.
+    """
+    signer = RecordingSigner(fake_credentials.private_key_path, fake_credentials.key_id)
+    factory = order_path_factory(
+        settings_for(fake_exchange, fake_credentials),
+        telemetry_db=short_dir / "t.db",
+        kill_switch=None,
+        signer=signer,
+    )
+    telemetry = await nursery.start(serve_telemetry, short_dir / "t.db")
+    burst = SHADOW_LANE_CAPACITY
+    async with factory(telemetry) as fire_path:
+        arrivals = ArrivalLog(signer)
+        fake_exchange.received = arrivals
+        signed_at_start = len(signer.signatures)  # the pre-warm and account poll signed too
+        for index in range(burst):  # no checkpoint in between: all queue in the lane
+            await fire_path.fire(real_wake(f"shadow-{index}", dry_run=True))
+        await fire_path.fire(real_wake("real"))
+        with trio.fail_after(WAIT_S):
+            while len(signer.signatures) < signed_at_start + burst + 1:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+    telemetry.close()
+    [(position, request)] = [
+        (i, r) for i, r in enumerate(arrivals) if r.method == "POST" and r.path == ORDER_PATH
+    ]
+    real_index = signer.signatures.index(request.headers["kalshi-access-signature"])
+    shadows_signed_first = real_index - signed_at_start
+    assert shadows_signed_first <= 2, shadows_signed_first
+    signed_when_received = arrivals.signed_before[position] - signed_at_start
+    assert signed_when_received < burst + 1, signed_when_received
+    assert fire_path.counters().shadow_skipped == 0
