@@ -376,17 +376,25 @@ class _Consumer:
         # Closing discards the buffer, so it is counted here; later record() calls count as
         # dropped_ring_full (BrokenResourceError).
         self._receive.close()
-        unwritten = 0
+        unwritten = heartbeats = 0
         for row in leftover:
             if isinstance(row, LatencyRow):
                 unwritten += 1
-            elif isinstance(row, OrderRow):
+            elif isinstance(row, HeartbeatRow):
+                heartbeats += 1
+            else:
                 self._counters.order_rows_dropped += 1
                 logger.error(
                     "order row not written before shutdown deadline",
                     path=str(self._path),
                     row=row_fields(row),
                 )
+        if heartbeats:
+            logger.warning(
+                "heartbeat rows not written before shutdown deadline",
+                path=str(self._path),
+                rows=heartbeats,
+            )
         if unwritten:
             self._counters.dropped_write_failed += unwritten
             logger.warning(

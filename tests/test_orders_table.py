@@ -506,3 +506,22 @@ async def test_a_cancelled_caller_still_queues_its_resolution(tmp_path: Path) ->
         telemetry.close()
 
     assert orders(path) == [expected(resolution)]
+
+
+async def test_order_rows_the_drain_deadline_leaves_are_counted_and_logged(tmp_path: Path) -> None:
+    """With no time to drain, held order rows count as order_rows_dropped, each logged."""
+    path = tmp_path / "telemetry.db"
+    with structlog.testing.capture_logs() as logs:
+        async with trio.open_nursery() as nursery:
+            telemetry: Telemetry = await nursery.start(
+                functools.partial(serve_telemetry, path, drain_timeout_s=0)
+            )
+            telemetry.record(wake_recv_row("wake-1", 1, 2, 1000, False))
+            telemetry.record_pending(order_row())
+            nursery.cancel_scope.cancel()
+    statistics = telemetry.statistics()
+
+    assert (statistics.order_rows_dropped, statistics.dropped_write_failed) == (1, 1)
+    assert (statistics.order_rows_written, statistics.rows_written) == (0, 0)
+    errors = [entry for entry in logs if entry["log_level"] == "error"]
+    assert [entry["row"]["client_order_id"] for entry in errors] == [order_row().client_order_id]

@@ -493,6 +493,21 @@ async def test_load_recent_orders_reads_what_the_writer_wrote(tmp_path: Path) ->
     )
 
 
+async def test_load_recent_orders_reads_a_file_the_writer_holds_open(tmp_path: Path) -> None:
+    """The read-only warm start reads committed rows while telemetry has the WAL file open."""
+    path = tmp_path / "telemetry.db"
+    async with trio.open_nursery() as nursery:
+        telemetry: Telemetry = await nursery.start(serve_telemetry, path)
+        await telemetry.record_order(order("live", T0 - MINUTE_MS))
+        with trio.fail_after(30):
+            while telemetry.statistics().order_rows_written < 1:  # noqa: ASYNC110 (worker thread)
+                await trio.sleep(0.01)
+        recent = await trio.to_thread.run_sync(load_recent_orders, path, T0)
+        telemetry.close()
+
+    assert [order.requested_at_ms for order in recent] == [T0 - MINUTE_MS]
+
+
 def test_load_recent_orders_on_a_missing_file_is_empty(tmp_path: Path) -> None:
     """No file yet: nothing to replay, and no file is created."""
     path = tmp_path / "absent.db"
