@@ -185,9 +185,11 @@ class Telemetry:
                 return
         if isinstance(row, OrderRow):
             self._counters.order_rows_dropped += 1
-            logger.error("order row dropped: telemetry channel had no room", row=row_fields(row))
+            logger.error("order row dropped: telemetry channel full or closed", row=row_fields(row))
         else:
-            logger.warning("heartbeat row dropped: telemetry channel had no room", row=asdict(row))
+            logger.warning(
+                "heartbeat row dropped: telemetry channel full or closed", row=asdict(row)
+            )
 
     def close(self) -> None:
         """Close the send side; the consumer then drains what is queued, commits and returns."""
