@@ -366,8 +366,12 @@ ALLOWED_BETWEEN_BUILD_AND_SEND = {"stamp_ns", "OrderSpec", "order_body", "_spec"
 
 
 def test_nothing_touches_telemetry_between_build_and_send() -> None:
-    """The build-to-send function calls only stamps, the builder and the transport."""
-    source = textwrap.dedent(inspect.getsource(dispatcher_module.OrderDispatcher._build_and_send))
+    """The build-to-send function (and the spec it builds) call only stamps, builder, transport."""
+    dispatcher_class = dispatcher_module.OrderDispatcher
+    source = "\n".join(
+        textwrap.dedent(inspect.getsource(function))
+        for function in (dispatcher_class._build_and_send, dispatcher_class._spec)
+    )
     tree = ast.parse(source)
     called = set()
     for node in ast.walk(tree):
