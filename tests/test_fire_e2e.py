@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +17,24 @@ import orjson
 import pytest
 import trio
 from conftest import RunningServer, make_wake, start_server
+from order_fakes import FakePlacer
 
 from executor.client import connect
 from executor.clock import clock_domain
 from executor.config import ExchangeSettings, Settings
+from executor.dispatcher import OrderDispatcher, OrderPolicy
 from executor.exchange import ORDER_PATH
 from executor.fake_exchange import FakeCredentials, FakeExchange, Fault, never_fill
 from executor.firing import StartupError, order_path_factory
+from executor.order_request import FireRequest, OrderTemplate
 from executor.protocol import WakeMessage
 from executor.risk import RiskLimits
+from executor.rows import OrderStatus, Stage, latency_row
 from executor.server import ServerStatistics
 from executor.shadow_lane import SHADOW_LANE_CAPACITY
 from executor.signer import KalshiSigner
 from executor.sizing import SizingConfig
+from executor.stages import FireStamps
 from executor.telemetry import serve_telemetry
 
 WAIT_S = 10.0
@@ -456,3 +462,31 @@ async def test_real_order_goes_out_ahead_of_queued_shadow_fires(
     signed_when_received = arrivals.signed_before[position] - signed_at_start
     assert signed_when_received < burst + 1, signed_when_received
     assert fire_path.counters().shadow_skipped == 0
+
+
+async def test_dropped_pending_row_is_recreated_by_its_resolution(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    """With telemetry too full for the pending row, the resolution alone writes the order row."""
+    db_path = short_dir / "t.db"
+    telemetry = await nursery.start(partial(serve_telemetry, db_path, capacity=1))
+    dispatcher = OrderDispatcher(
+        FakePlacer([], response={"order_id": "k", "fill_count": "1.00"}),
+        telemetry,
+        OrderPolicy(),
+    )
+    filler = latency_row("filler", Stage.WAKE_RECV, 0, 0, 0.0)
+    telemetry.record(filler)  # handed straight to the waiting consumer
+    telemetry.record(filler)  # fills the one-row buffer; no checkpoint since
+    request = FireRequest(OrderTemplate("KXA-1", "yes", "bid"), "0.5600", 1, 0, "c-full", "", False)
+    result = await dispatcher.dispatch(request, FireStamps())
+    telemetry.close()
+    assert result.status is OrderStatus.FILLED
+    with trio.fail_after(WAIT_S):
+        while telemetry.statistics().order_rows_written < 1:  # noqa: ASYNC110
+            await trio.sleep(0.01)
+    stats = telemetry.statistics()
+    assert (stats.order_rows_written, stats.order_rows_dropped) == (1, 1)
+    assert query(db_path, "SELECT status, fill_count, requested_at_ms > 0 FROM orders_fired") == [
+        ("filled", "1.00", 1)
+    ]
