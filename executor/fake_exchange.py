@@ -509,12 +509,22 @@ async def _run_command(credentials: FakeCredentials, args: argparse.Namespace) -
                 break
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535)") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0-65535)")
+    return port
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m executor.fake_exchange``: serve until SIGINT/SIGTERM; 0 on a clean stop."""
     parser = argparse.ArgumentParser(
         prog="python -m executor.fake_exchange", description="A local fake Kalshi exchange."
     )
-    parser.add_argument("--port", type=int, required=True, help="TCP port (0 = any free port)")
+    parser.add_argument("--port", type=_port, required=True, help="TCP port (0 = any free port)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--dir", type=Path, help="where to write the credentials (default: temp)")
     parser.add_argument("--balance-cents", type=int, default=DEFAULT_BALANCE_CENTS)

@@ -39,6 +39,7 @@ from executor.exchange import (
     order_body,
 )
 from executor.fake_exchange import FakeCredentials, FakeExchange, Fault, never_fill
+from executor.fake_exchange import main as fake_main
 from executor.signer import KalshiSigner
 
 
@@ -364,3 +365,14 @@ def test_the_command_refuses_a_busy_port_in_one_line(tmp_path: Path) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fake exchange: ")
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_the_command_refuses_a_port_out_of_range(
+    port: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A port that is not 0-65535 is a usage error (exit 2) naming the value, not a bind."""
+    with pytest.raises(SystemExit) as caught:
+        fake_main(["--port", port])
+    assert caught.value.code == 2
+    assert "is not a TCP port" in capsys.readouterr().err
