@@ -15,6 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import structlog
 import trio
 
 from executor.fake_exchange import (
@@ -74,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--balance-cents", type=int, default=DEFAULT_BALANCE_CENTS)
     parser.add_argument("--fill-rule", choices=("fill", "kill"), default="fill")
     args = parser.parse_args(argv)
+    # stdout carries the one JSON line a caller parses; anything the fake logs goes to stderr.
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     try:
         directory = args.dir or Path(tempfile.mkdtemp(prefix="fake-exchange-"))
         credentials = FakeCredentials.generate(directory)
