@@ -27,6 +27,7 @@ import trio
 from conftest import fake_endpoint
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from structlog.testing import capture_logs
 
 from executor.exchange import (
     BALANCE_PATH,
@@ -38,7 +39,9 @@ from executor.exchange import (
     open_exchange,
     order_body,
 )
+from executor.fake_account import FakeAccount
 from executor.fake_exchange import FakeCredentials, FakeExchange, Fault, never_fill
+from executor.fake_exchange_cli import main as fake_main
 from executor.signer import KalshiSigner
 
 
@@ -364,3 +367,50 @@ def test_the_command_refuses_a_busy_port_in_one_line(tmp_path: Path) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fake exchange: ")
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_the_command_refuses_a_port_out_of_range(
+    port: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A port that is not 0-65535 is a usage error (exit 2) naming the value, not a bind."""
+    with pytest.raises(SystemExit) as caught:
+        fake_main(["--port", port])
+    assert caught.value.code == 2
+    assert "is not a TCP port" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{",
+        b'{"ticker":"T","client_order_id":"c","side":"bid","time_in_force":"fill_or_kill"}',
+        b'{"ticker":"T","client_order_id":"c","side":"up","count":"1.00","price":"0.5",'
+        b'"time_in_force":"fill_or_kill"}',
+        b'{"ticker":"T","client_order_id":"c","side":"bid","count":"NaN","price":"0.5",'
+        b'"time_in_force":"fill_or_kill"}',
+        b'{"ticker":"T","client_order_id":"c","side":"bid","count":"1.00","price":"1.5",'
+        b'"time_in_force":"fill_or_kill"}',
+    ],
+)
+def test_malformed_orders_are_a_400_never_a_crash(body: bytes) -> None:
+    """Bodies that are not orders (bad JSON, missing, NaN or out-of-range fields) answer 400."""
+    status, payload = FakeAccount().answer("POST", ORDER_PATH, "", body)
+    assert status == 400
+    assert json.loads(payload)["error"]["code"] == "invalid_parameters"
+
+
+async def test_a_failing_connection_does_not_take_the_fake_down(
+    fake_exchange: FakeExchange, fake_credentials: FakeCredentials
+) -> None:
+    """A bug while answering costs that connection only; the next request is served."""
+
+    def broken_rule(order: dict[str, Any]) -> bool:
+        raise RuntimeError("fill rule bug")
+
+    fake_exchange.fill_rule = broken_rule
+    async with transport(fake_exchange, fake_credentials) as client:
+        with capture_logs() as logs, pytest.raises(ExchangeError, match="connection error"):
+            await client.place_order(order_body(spec()), OrderStamps(), dry_run=False)
+        assert await client.get_balance_cents() == 100_000
+    assert any(entry["event"] == "fake exchange: connection failed" for entry in logs)
