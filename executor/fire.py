@@ -22,10 +22,12 @@ import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Final, Literal
 
-import structlog
-
 from executor.killswitch import KillSwitch
+from executor.logs import RateLimitedWarning
 from executor.protocol import Direction, WakeMessage
+
+_price_refusal_warnings: Final = RateLimitedWarning("fire_refused_price")
+_kill_switch_refusal_warnings: Final = RateLimitedWarning("fire_refused_kill_switch")
 
 FALLBACK_STEP: Final = 0.01
 """Tick used when no range of the market's grid covers the price: one cent."""
@@ -177,8 +179,7 @@ class FirePath:
             reason = self._kill_switch.engaged_reason()
             if reason is not None:
                 self._refused_kill_switch += 1
-                structlog.get_logger().warning(
-                    "fire_refused_kill_switch",
+                _kill_switch_refusal_warnings.warning(
                     reason=reason,
                     correlation_id=message.correlation_id,
                     market_ticker=message.market_ticker,
@@ -204,8 +205,7 @@ class FirePath:
 
     def _refuse_price(self, message: WakeMessage, why: str) -> FireOutcome:
         self._refused_price += 1
-        structlog.get_logger().warning(
-            "fire_refused_price",
+        _price_refusal_warnings.warning(
             why=why,
             wire_price_yes_dollars=message.wire_price_yes_dollars,
             dry_run=message.dry_run,

@@ -53,7 +53,7 @@ SERVER_KEYS = (
 )
 """The C++ port's counter keys, in its order; this executor's keys follow them."""
 
-EXTRA_SERVER_KEYS = ("unacked", "fires_cancelled", "fire_errors")
+EXTRA_SERVER_KEYS = ("unacked", "fires_cancelled", "fire_errors", "log_dropped")
 """This executor's additions, at the end of the first counter line."""
 
 TELEMETRY_KEYS = (
