@@ -17,6 +17,7 @@ count when the interval rolls over (on the next warning of that kind) or at shut
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import logging.handlers
 import os
@@ -92,13 +93,10 @@ class _StderrWriter(logging.Handler):
     def __init__(self, fd: int) -> None:
         super().__init__()
         self._fd = fd
-        self.abandoned = threading.Event()
 
     def handle(self, record: logging.LogRecord) -> bool:
         # Only the listener thread calls this, so no handler lock: logging.shutdown() at exit
         # acquires every handler's lock, and must not wait on a write blocked on a stalled pipe.
-        if self.abandoned.is_set():  # counted as dropped when the exit flush gave up
-            return False
         if not self.filter(record):
             return False
         self.emit(record)
@@ -145,20 +143,29 @@ class _BoundedListener(logging.handlers.QueueListener):
         self._thread = None
         return True
 
+    def abandon(self) -> int:
+        """Take the records still queued off the queue unwritten; how many there were.
+
+        The thread, possibly blocked in a write, then finds only the sentinel and ends.
+        """
+        abandoned = 0
+        while True:
+            try:
+                item = self._records.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, logging.LogRecord):
+                abandoned += 1
+        with contextlib.suppress(queue.Full):
+            self.enqueue_sentinel()
+        return abandoned
+
 
 class _Installed:
     """What :func:`start_logging` set up, for :func:`stop_logging` to take down."""
 
-    def __init__(
-        self,
-        records: queue.Queue[Any],
-        handler: _DroppingQueueHandler,
-        writer: logging.Handler,
-        listener: _BoundedListener,
-    ) -> None:
-        self.records = records
+    def __init__(self, handler: _DroppingQueueHandler, listener: _BoundedListener) -> None:
         self.handler = handler
-        self.writer = writer
         self.listener = listener
 
 
@@ -194,8 +201,7 @@ def start_logging(
     level_number: int = getattr(logging, level.upper())
     records: queue.Queue[Any] = queue.Queue(maxsize=queue_records)
     handler = _DroppingQueueHandler(records)
-    writer = writer or _StderrWriter(sys.stderr.fileno())
-    listener = _BoundedListener(records, writer)
+    listener = _BoundedListener(records, writer or _StderrWriter(sys.stderr.fileno()))
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(level_number)
@@ -213,15 +219,15 @@ def start_logging(
         cache_logger_on_first_use=True,
     )
     listener.start()
-    _installed = _Installed(records, handler, writer, listener)
+    _installed = _Installed(handler, listener)
 
 
 def stop_logging(timeout_s: float = FLUSH_TIMEOUT_S) -> bool:
     """Report suppressed warnings, then let the writer empty the queue, for at most ``timeout_s``.
 
-    Records still queued when the time runs out are counted as dropped, and the writer thread (a
-    daemon) drops whatever it takes off the queue after that. Returns whether everything queued
-    was written. Call from the main thread after ``trio.run`` has returned.
+    Records still queued when the time runs out are taken off the queue and counted as dropped;
+    the writer thread (a daemon) finishes the write it may be blocked in, then ends. Returns
+    whether everything queued was written. Call from the main thread after ``trio.run`` returned.
     """
     global _installed
     installed = _installed
@@ -231,9 +237,7 @@ def stop_logging(timeout_s: float = FLUSH_TIMEOUT_S) -> bool:
     flushed = installed.listener.stop_within(timeout_s)
     logging.getLogger().removeHandler(installed.handler)
     if not flushed:
-        if isinstance(installed.writer, _StderrWriter):
-            installed.writer.abandoned.set()
-        _count_dropped(installed.records.qsize())
+        _count_dropped(installed.listener.abandon())
     _installed = None
     return flushed
 

@@ -127,7 +127,9 @@ async def test_unread_stderr_pipe_does_not_hold_up_acks(short_dir: Path) -> None
         "--log-queue-records",
         str(LOG_QUEUE_RECORDS),
     )
-    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd)
+    process = subprocess.Popen(  # noqa: ASYNC220 (starting it is quick; waits go to a thread)
+        command, stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd
+    )
     os.close(write_fd)  # the executor holds the only write end: EOF when it exits
     captured = bytearray()
     reader = threading.Thread(target=_drain, args=(read_fd, captured), daemon=True)
