@@ -9,6 +9,7 @@ bounded queue or is dropped and counted. Meanwhile four clients pipeline good an
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import signal
 import subprocess
@@ -18,7 +19,14 @@ from pathlib import Path
 import pytest
 import trio
 from conftest import make_wake
-from test_cli import START_TIMEOUT_S, executor_command
+from test_cli import (
+    START_TIMEOUT_S,
+    Spawner,
+    executor_command,
+    exit_counters,
+    open_client,
+    receive_ack,
+)
 
 from bench.soak import identity_problems, parse_exit_counters
 from executor.client import ExecutorClient, connect
@@ -175,3 +183,30 @@ def _drain(read_fd: int, into: bytearray) -> None:
     """Read the pipe until end-of-file (every write end closed)."""
     while chunk := os.read(read_fd, 65536):
         into += chunk
+
+
+def test_suppressed_warnings_are_reported_at_exit(short_dir: Path) -> None:
+    """Rejected frames past the warning budget are reported as one suppressed count at exit,
+    before the counter lines, and the first counter line ends with log_dropped=0."""
+    rejected = 30
+    spawner = Spawner(short_dir)
+    try:
+        executor = spawner.serve(short_dir / "x.sock", short_dir / "t.db", "--log-format", "json")
+        with open_client(short_dir / "x.sock") as sock:
+            sock.sendall(MALFORMED * rejected)
+            assert [receive_ack(sock).status for _ in range(rejected)] == ["rejected"] * rejected
+        executor.signal(signal.SIGTERM)
+        assert executor.wait() == 0
+    finally:
+        spawner.kill_all()
+    lines = executor.stderr_lines()
+    server, _ = exit_counters(lines)
+    assert server["rejected"] == rejected
+    assert lines[-2].split()[-1] == "log_dropped=0"
+    events = [json.loads(line) for line in lines[:-2]]
+    shown = [event for event in events if event["event"] == "rejected frame"]
+    summaries = [event for event in events if event["event"] == "warnings suppressed"]
+    assert [(s["kind"], s["suppressed"]) for s in summaries] == [
+        ("rejected frame", rejected - len(shown))
+    ]
+    assert 0 < len(shown) < rejected
