@@ -54,8 +54,8 @@ class StalledWriter(logging.Handler):
 def stalled_writer() -> Iterator[StalledWriter]:
     """Logging started with a stalled writer and an 8-record queue; undone after the test."""
     writer = StalledWriter(threading.get_ident())
-    logs.start_logging("json", "info", queue_records=QUEUE_RECORDS, writer=writer)
     root_level = logging.getLogger().level
+    logs.start_logging("json", "info", queue_records=QUEUE_RECORDS, writer=writer)
     try:
         yield writer
     finally:
