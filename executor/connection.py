@@ -19,6 +19,7 @@ from typing import Final
 import structlog
 import trio
 
+from executor.logs import RateLimitedWarning
 from executor.protocol import (
     MAX_FRAME_BYTES,
     PREFIX_BYTES,
@@ -38,6 +39,9 @@ RECEIVE_BUFFER_BYTES: Final = 2 * (PREFIX_BYTES + MAX_FRAME_BYTES)
 """One connection's read buffer: room for a whole maximal frame wherever the last one ended."""
 
 _PEER_GONE: Final = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+
+_oversized_frame_warnings: Final = RateLimitedWarning("oversized frame: closing connection")
+_rejected_frame_warnings: Final = RateLimitedWarning("rejected frame")
 
 
 @dataclass
@@ -173,7 +177,7 @@ async def serve_frames(
             )
         except FrameTooLargeError as error:
             counters.oversized_frames += 1
-            log.warning("oversized frame: closing connection", declared=error.declared)
+            _oversized_frame_warnings.warning(declared=error.declared)
             return "oversized frame"
         if not await connection.receive_at_least(PREFIX_BYTES + length):
             return "eof mid-frame"
@@ -191,7 +195,7 @@ async def serve_frames(
             counters.rejected += 1
             stats["rejected"] += 1
             await connection.send_all(encode_rejected_ack(str(error), received_at_ms))
-            log.warning("rejected frame", field=error.field, reason=str(error))
+            _rejected_frame_warnings.warning(field=error.field, reason=str(error))
             await _checkpoint_unless_waited(connection)
             continue
         counters.accepted += 1

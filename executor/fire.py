@@ -47,6 +47,7 @@ from executor.account import AccountState
 from executor.clock import wall_ms
 from executor.dispatcher import OrderDispatcher, OrderSink
 from executor.killswitch import KillSwitch
+from executor.logs import RateLimitedWarning
 from executor.order_request import SIDE_FOR_DIRECTION, FireRequest, OrderTemplate, Side
 from executor.protocol import Direction, WakeMessage
 from executor.risk import RiskGate
@@ -55,6 +56,11 @@ from executor.sizing import SizingConfig, contract_count
 from executor.stages import FireStamps, PerfToWall, stage_rows
 
 log = structlog.get_logger()
+
+# Per-fire refusals are rate-limited per kind: a hostile or broken poller must not flood the log.
+_price_refusal_warnings: Final = RateLimitedWarning("fire_refused_price")
+_kill_switch_refusal_warnings: Final = RateLimitedWarning("fire_refused_kill_switch")
+_permission_refusal_warnings: Final = RateLimitedWarning("fire_refused_permission")
 
 FALLBACK_STEP: Final = 0.01
 """Tick used when no range of the market's grid covers the price: one cent."""
@@ -258,7 +264,7 @@ class FirePath:
         refusal = orders.dispatcher.permission_refusal()
         if refusal is not None:
             self._counts["refused_permission"] += 1
-            log.warning("fire_refused_permission", reason=refusal, dry_run=dry_run)
+            _permission_refusal_warnings.warning(reason=refusal, dry_run=dry_run)
             return FireOutcome.REFUSED_PERMISSION
         self._counts["fired"] += 1
         if dry_run:
@@ -319,8 +325,7 @@ class FirePath:
         self, message: WakeMessage, request: FireRequest, outcome: FireOutcome, reason: str
     ) -> FireOutcome:
         self._counts[outcome.value] += 1
-        log.warning(
-            f"fire_{outcome.value}",
+        _refusal_warnings(outcome).warning(
             reason=reason,
             correlation_id=message.correlation_id,
             market_ticker=message.market_ticker,
@@ -336,8 +341,7 @@ class FirePath:
         reason = self._kill_switch.engaged_reason()
         if reason is not None and self.orders is None:
             self._counts["refused_kill_switch"] += 1
-            log.warning(
-                "fire_refused_kill_switch",
+            _kill_switch_refusal_warnings.warning(
                 reason=reason,
                 correlation_id=message.correlation_id,
                 market_ticker=message.market_ticker,
@@ -362,8 +366,7 @@ class FirePath:
 
     def _refuse_price(self, message: WakeMessage, why: str) -> FireOutcome:
         self._counts["refused_price"] += 1
-        log.warning(
-            "fire_refused_price",
+        _price_refusal_warnings.warning(
             why=why,
             wire_price_yes_dollars=message.wire_price_yes_dollars,
             dry_run=message.dry_run,
@@ -393,3 +396,18 @@ def _snap_or_nan(price: float, ranges: Sequence[Sequence[float]]) -> float:
         return snap_to_grid(price, ranges)
     except (OverflowError, ValueError):  # round(inf) and round(nan)
         return math.nan
+
+
+_refusal_limiters: dict[FireOutcome, RateLimitedWarning] = {}
+
+
+def _refusal_warnings(outcome: FireOutcome) -> RateLimitedWarning:
+    """The rate-limited warning of one refusal kind (``fire_refused_volume`` and so on)."""
+    limiter = _refusal_limiters.get(outcome)
+    if limiter is None:
+        if outcome is FireOutcome.REFUSED_KILL_SWITCH:
+            limiter = _kill_switch_refusal_warnings
+        else:
+            limiter = RateLimitedWarning(f"fire_{outcome.value}")
+        _refusal_limiters[outcome] = limiter
+    return limiter
