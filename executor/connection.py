@@ -181,7 +181,8 @@ async def serve_frames(
             return "eof mid-frame"
         oversized = _take_buffered_frames(connection, length, batch, counters, stats)
         try:
-            await _send_acks(connection, batch)
+            if not _send_acks_now(connection, batch):
+                await _send_acks_rest(connection, batch)
         finally:
             _finish_batch(batch, counters, telemetry, start_fire)
         if oversized:
@@ -192,7 +193,7 @@ async def serve_frames(
 class _Batch:
     """The frames of one batch between their decode and their fire; reused, never reallocated."""
 
-    __slots__ = ("acks", "done_ns", "messages", "rejected", "sent_bytes")
+    __slots__ = ("acks", "done_ns", "messages", "pending", "rejected", "sent_bytes")
 
     def __init__(self) -> None:
         self.acks: list[bytes] = []
@@ -201,8 +202,10 @@ class _Batch:
         """Per accepted frame: (message, stamp_ns, received_at_ms, where its ack ends in the
         joined acks)."""
         self.rejected: list[DecodeError] = []
+        self.pending = b""
+        """The batch's acks joined, as handed to ``send``."""
         self.sent_bytes = 0
-        """How much of the joined acks the kernel took (all of it, unless the send failed)."""
+        """How much of ``pending`` the kernel took (all of it, unless the send failed)."""
         self.done_ns = 0
         """``perf_counter_ns()`` once the last ack byte was handed to the kernel (or it failed)."""
 
@@ -270,10 +273,11 @@ def _take_buffered_frames(
     return False
 
 
-async def _send_acks(connection: Connection, batch: _Batch) -> None:
-    """Hand every ack of the batch to the kernel: one ``send`` when it takes them all.
+def _send_acks_now(connection: Connection, batch: _Batch) -> bool:
+    """One non-blocking ``send`` of every ack of the batch; True when the kernel took them all.
 
-    Records how many bytes went out and when in ``batch``, even when the send fails.
+    The common case, with no coroutine and no scheduler. Records in ``batch`` how many bytes went
+    out and, once they all have, when.
 
     Raises:
         PeerGone: the peer vanished.
@@ -281,19 +285,30 @@ async def _send_acks(connection: Connection, batch: _Batch) -> None:
     acks = batch.acks
     data = acks[0] if len(acks) == 1 else b"".join(acks)
     acks.clear()
-    sent = 0
-    try:
-        sent = connection.send_now(data)
-        if sent < len(data):
-            view = memoryview(data)
-            while sent < len(data):
-                connection.waited = True
-                await trio.lowlevel.wait_writable(connection.sock)
-                sent += connection.send_now(view[sent:])
-    finally:
-        # ---- timed span closes for every frame of the batch ----
-        batch.done_ns = time.perf_counter_ns()
-        batch.sent_bytes = sent
+    batch.pending = data
+    batch.sent_bytes = 0
+    batch.done_ns = 0
+    batch.sent_bytes = connection.send_now(data)
+    if batch.sent_bytes < len(data):
+        return False
+    # ---- timed span closes for every frame of the batch ----
+    batch.done_ns = time.perf_counter_ns()
+    return True
+
+
+async def _send_acks_rest(connection: Connection, batch: _Batch) -> None:
+    """Wait for writability and send what the kernel did not take; the span closes after it.
+
+    Raises:
+        PeerGone: the peer vanished.
+    """
+    view = memoryview(batch.pending)
+    connection.waited = True
+    while batch.sent_bytes < len(view):
+        await trio.lowlevel.wait_writable(connection.sock)
+        batch.sent_bytes += connection.send_now(view[batch.sent_bytes :])
+    # ---- timed span closes for every frame of the batch ----
+    batch.done_ns = time.perf_counter_ns()
 
 
 def _finish_batch(
@@ -302,8 +317,13 @@ def _finish_batch(
     telemetry: Telemetry,
     start_fire: Callable[[WakeMessage], None],
 ) -> None:
-    """After the send: a row and a fire per acked frame, ``unacked`` for the rest, then warnings."""
-    done_ns = batch.done_ns
+    """After the send: a row and a fire per acked frame, ``unacked`` for the rest, then warnings.
+
+    After a failed send (peer gone, cancelled), the frames whose acks went out whole still get
+    their row and fire; their span ends when the failure was seen.
+    """
+    done_ns = batch.done_ns or time.perf_counter_ns()
+    batch.pending = b""
     sent_bytes = batch.sent_bytes
     ended_at_ms = time.time_ns() // 1_000_000
     record = telemetry.record

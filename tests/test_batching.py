@@ -152,7 +152,7 @@ async def test_rejected_frame_inside_a_batch_keeps_ack_order(
 async def test_oversized_prefix_after_good_frames_acks_them_then_closes(
     executor_server: RunningServer,
 ) -> None:
-    """Frames buffered before an oversized prefix are acked and recorded; then the peer is closed."""
+    """Frames buffered before an oversized prefix are acked and recorded, then the peer closed."""
     data = frames("ok", 2) + (MAX_FRAME_BYTES + 1).to_bytes(4, "big")
     with raw_client(executor_server) as client:
         send_whole(client, data)
