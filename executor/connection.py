@@ -186,6 +186,7 @@ async def serve_frames(
         finally:
             _finish_batch(batch, counters, telemetry, start_fire)
         if oversized:
+            _declared_length(connection, counters)  # counts it and logs it, after the span
             return "oversized frame"
         await _checkpoint_unless_waited(connection)
 
@@ -264,8 +265,11 @@ def _take_buffered_frames(
         available = connection.end - connection.start
         if available < PREFIX_BYTES:
             return False
-        next_length = _declared_length(connection, counters)
-        if next_length is None:
+        start = connection.start
+        try:
+            next_length = parse_frame_length(view[start : start + PREFIX_BYTES])
+        except FrameTooLargeError:
+            # Counted and logged by the caller once the batch is acked: no log inside the span.
             return True
         if available < PREFIX_BYTES + next_length:
             return False
