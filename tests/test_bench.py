@@ -251,3 +251,38 @@ def test_unknown_burst_client_is_refused(capsys: pytest.CaptureFixture[str]) -> 
         main(["--burst", "--clients", "burst-trio", "--no-history"])
     assert exit_info.value.code == 2
     assert "burst-asyncio" in capsys.readouterr().err
+
+
+def _misacking_executor(directory: Path) -> str:
+    """A ``cmd:`` executor: the baseline, but its third ack echoes the wrong correlation id."""
+    script = directory / "misacking_executor.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import sys
+            sys.path.insert(0, {str(REPO)!r})
+            import bench.baseline
+
+            original = bench.baseline.encode_accepted_ack
+            seen = []
+
+            def encode(correlation_id, received_at_ms):
+                seen.append(correlation_id)
+                if len(seen) == 3:
+                    correlation_id = "not-" + correlation_id
+                return original(correlation_id, received_at_ms)
+
+            bench.baseline.encode_accepted_ack = encode
+            sys.exit(bench.baseline.main(sys.argv[1:]))
+            """
+        ),
+        encoding="utf-8",
+    )
+    return f"cmd:{sys.executable} {script}"
+
+
+def test_burst_with_a_wrong_ack_is_an_error(out_dir: Path) -> None:
+    """A burst whose executor echoes one wrong correlation id fails instead of timing the rest."""
+    spec = executor_spec(_misacking_executor(out_dir))
+    with pytest.raises(BenchError, match="unexpected ack"):
+        bench.runner.run_configuration(spec, "burst-uvloop", 1, 2, 8)
