@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from bench.client import BURST_KINDS
 from bench.components import time_components
 from bench.processes import (
     COMPLETION_TIMEOUT_S,
@@ -31,7 +32,7 @@ CLIENT_SPANS: Final = {
 }
 """The span each client kind measures from outside (the executor always adds ``wake_recv``)."""
 
-BURST_CLIENTS: Final = ("burst-asyncio", "burst-uvloop")
+BURST_CLIENTS: Final = BURST_KINDS
 """Clients that enqueue every frame back to back instead of one at a time (BENCHMARK.md addendum
 2026-11-30); they also report the deepest queue and the burst's frames/s."""
 
