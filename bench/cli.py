@@ -9,6 +9,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
+from bench.burst import (
+    burst_lines,
+    single_connection_throughput,
+    throughput_lines,
+    write_burst,
+    write_throughput,
+)
 from bench.processes import BenchError, executor_spec
 from bench.report import (
     append_history,
@@ -18,7 +25,7 @@ from bench.report import (
     write_samples,
     write_summary,
 )
-from bench.runner import CLIENT_SPANS, run_all
+from bench.runner import BURST_CLIENTS, CLIENT_SPANS, run_all
 from bench.throughput import sweep
 
 DEFAULT_HISTORY: Final = Path("bench/history.csv")
@@ -41,7 +48,14 @@ from the frames sent is an error (non-zero exit). Prints one line per configurat
 and span (median across runs, with min/median/max across runs; n; warm-up; runs),
 then the ratios of each executor's wake_recv and roundtrip median p50 to trio's.
 Writes summary.csv, samples.csv, machine.txt and (with matplotlib) cdf.png to --out
-and appends to --history. The plan and its confounds: docs/BENCHMARK.md."""
+and appends to --history. The plan and its confounds: docs/BENCHMARK.md.
+
+--burst: the burst scenario (BENCHMARK.md addendum 2026-11-30). Clients burst-asyncio
+and burst-uvloop (the reference poller's shape on each loop) enqueue warmup+iterations
+wakes back to back, sleep(0) between enqueues, never waiting for an ack; wake_send =
+enqueue -> drain returned. Prints and writes burst.csv (p50/p90/p99/max, deepest queue,
+frames/s per run), then one flat-out flood connection per executor and run for
+--seconds (throughput.csv: acked frames/s, drops)."""
 
 
 def _names(text: str) -> list[str]:
@@ -70,9 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--clients",
         type=_names,
-        default=["blocking", "asyncio"],
+        default=None,
         help="comma list of blocking (roundtrip), asyncio (reference-shaped poller,"
-        " wake_send), trio (Trio poller, wake_send); default blocking,asyncio",
+        " wake_send), trio (Trio poller, wake_send), burst-asyncio and burst-uvloop (burst"
+        " poller, wake_send); default blocking,asyncio (with --burst: the two burst clients)",
     )
     parser.add_argument("--iterations", type=int, default=2000, help="kept samples (2000)")
     parser.add_argument("--warmup", type=int, default=200, help="discarded warm-up (200)")
@@ -104,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="instead of latency: K pipelined connections per offered rate; reports accepted"
         " frames/s, telemetry rows/s, drops and the highest zero-drop rate",
     )
+    parser.add_argument(
+        "--burst",
+        action="store_true",
+        help="the burst scenario: burst clients, burst.csv, one-connection flat-out throughput",
+    )
     parser.add_argument("--connections", type=int, default=4, help="throughput: K (4)")
     parser.add_argument(
         "--seconds", type=float, default=3.0, help="throughput: sending window per rate (3)"
@@ -131,9 +151,12 @@ def main(argv: list[str] | None = None) -> int:
         executors = [executor_spec(name) for name in args.executors]
     except BenchError as error:
         parser.error(str(error))
+    if args.clients is None:
+        args.clients = list(BURST_CLIENTS) if args.burst else ["blocking", "asyncio"]
     unknown = [client for client in args.clients if client not in CLIENT_SPANS]
     if unknown:
-        parser.error(f"unknown client(s) {', '.join(unknown)} (blocking, asyncio, trio)")
+        known = ", ".join(CLIENT_SPANS)
+        parser.error(f"unknown client(s) {', '.join(unknown)} ({known})")
     if args.iterations < 1 or args.warmup < 0 or args.runs < 1:
         parser.error("--iterations and --runs must be >= 1, --warmup >= 0")
     if args.connections < 1 or args.seconds <= 0:
@@ -155,6 +178,11 @@ def main(argv: list[str] | None = None) -> int:
             components=args.components,
             progress=_progress,
         )
+        flood = (
+            single_connection_throughput(executors, args.runs, args.seconds, _progress)
+            if args.burst
+            else []
+        )
     except BenchError as error:
         _progress("")
         print(f"bench: ERROR: {error}", file=sys.stderr)
@@ -167,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     command = ["python -m bench", *(argv if argv is not None else sys.argv[1:])]
     (out / "machine.txt").write_text(machine_facts(load_start, command), encoding="utf-8")
     print("\n".join(summary_lines(series)))
+    if args.burst:
+        write_burst(out / "burst.csv", series)
+        write_throughput(out / "throughput.csv", flood)
+        print("\n".join([*burst_lines(series), *throughput_lines(flood)]))
     print(write_plot(out / "cdf.png", series))
     if not args.no_history:
         rows = append_history(args.history, series, stamp)
