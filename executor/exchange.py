@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import ssl
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,6 +109,10 @@ class ExchangeEndpoint:
     ca_file: Path | None = None
 
 
+AsyncSign = Callable[[str, str, str], Awaitable[str]]
+"""``(timestamp, method, path) -> signature``, awaited (e.g. a worker process's signer)."""
+
+
 class ExchangeClient:
     """Signed requests over one pooled keep-alive client; made by :func:`open_exchange`.
 
@@ -135,6 +139,8 @@ class ExchangeClient:
         self.retry = retry
         self.limiter = limiter if limiter is not None else TokenBucket()
         self._jitter = jitter
+        self.shadow_signer: AsyncSign | None = None
+        """Signs shadow orders instead of the endpoint's signer when set (another process's)."""
         self._order_timeout = httpx.Timeout(ORDER_TIMEOUT_S, connect=ORDER_CONNECT_TIMEOUT_S)
         self._read_timeout = httpx.Timeout(READ_TIMEOUT_S, connect=READ_CONNECT_TIMEOUT_S)
 
@@ -177,7 +183,10 @@ class ExchangeClient:
             await self.limiter.acquire(TOKENS_PER_ORDER)
         timestamp = str(wall_ms())
         stamps.sign_start_ns = stamp_ns()
-        signature = self._signer.sign(timestamp, "POST", ORDER_PATH)
+        if dry_run and self.shadow_signer is not None:
+            signature = await self.shadow_signer(timestamp, "POST", ORDER_PATH)
+        else:
+            signature = self._signer.sign(timestamp, "POST", ORDER_PATH)
         stamps.sign_end_ns = stamp_ns()
         request = self._http.build_request(
             "POST",

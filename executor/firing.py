@@ -38,6 +38,7 @@ from executor.fire import FirePath, OrderPath
 from executor.killswitch import KillSwitch
 from executor.risk import RiskGate, load_recent_orders
 from executor.shadow_lane import ShadowLane
+from executor.sign_worker import open_process_signer
 from executor.signer import KalshiSigner, SignerKeyError
 from executor.stages import PerfToWall
 from executor.telemetry import Telemetry
@@ -120,6 +121,12 @@ async def open_order_path(
                         f"exchange {endpoint.base_url} cannot be reached: "
                         f"{str(error) or type(error).__name__}"
                     ) from None
+                if exchange.shadow_signing == "process":
+                    process_signer = await stack.enter_async_context(
+                        open_process_signer(endpoint.signer.private_key_path, endpoint.key_id)
+                    )
+                    client.shadow_signer = process_signer.sign
+                    log.info("shadow fires sign in a worker process")
                 fire_path = _fire_path(settings, telemetry, kill_switch, client, risk)
                 orders = fire_path.orders
                 assert orders is not None

@@ -15,6 +15,7 @@ from test_cli import Spawner, assert_one_line_failure, exit_counters, request_al
 
 from executor.clock import clock_domain
 
+
 @pytest.fixture
 def spawner(short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Spawner]:
     """A process starter (killed at teardown) whose children see no stray KALSHI_* settings."""

@@ -25,6 +25,7 @@ from executor.config import ExchangeSettings, Settings
 from executor.dispatcher import OrderDispatcher, OrderPolicy
 from executor.exchange import ORDER_PATH
 from executor.fake_exchange import FakeCredentials, FakeExchange, Fault, never_fill
+from executor.fire import FirePath
 from executor.firing import StartupError, order_path_factory
 from executor.order_request import FireRequest, OrderTemplate
 from executor.protocol import WakeMessage
@@ -429,13 +430,14 @@ async def test_real_order_goes_out_ahead_of_queued_shadow_fires(
 ) -> None:
     """Over the real transport, a real fire queued after 16 shadow fires is signed and sent first.
 
-    The shadow lane signs one order per pass through the scheduler; the real fire signs in its
-    own task. The real order's signature is found among the signer's by the header the fake
-    received; the shadow orders queued ahead of it must mostly be signed after it.
+    With shadow signing on the loop (``--shadow-signing loop``), the shadow lane signs one order
+    per pass through the scheduler; the real fire signs in its own task. The real order's
+    signature is found among the signer's by the header the fake received; the shadow orders
+    queued ahead of it must mostly be signed after it.
     """
     signer = RecordingSigner(fake_credentials.private_key_path, fake_credentials.key_id)
     factory = order_path_factory(
-        settings_for(fake_exchange, fake_credentials),
+        settings_for(fake_exchange, fake_credentials, shadow_signing="loop"),
         telemetry_db=short_dir / "t.db",
         kill_switch=None,
         signer=signer,
@@ -461,6 +463,53 @@ async def test_real_order_goes_out_ahead_of_queued_shadow_fires(
     assert shadows_signed_first <= 2, shadows_signed_first
     signed_when_received = arrivals.signed_before[position] - signed_at_start
     assert signed_when_received < burst + 1, signed_when_received
+    assert fire_path.counters().shadow_skipped == 0
+
+
+class LaneProgressLog(list[Any]):
+    """The fake's ``received`` list, noting how many shadow orders the lane had signed by then."""
+
+    def __init__(self, fire_path: FirePath) -> None:
+        super().__init__()
+        assert fire_path.orders is not None
+        self.lane = fire_path.orders.lane
+        self.signed_before: list[int] = []
+
+    def append(self, item: Any) -> None:
+        self.signed_before.append(self.lane.signed)
+        super().append(item)
+
+
+async def test_real_order_goes_out_before_shadow_fires_signed_in_a_worker(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    fake_exchange: FakeExchange,
+    fake_credentials: FakeCredentials,
+) -> None:
+    """With shadow signing in a worker process (the default), a real fire queued after 16 shadow
+    fires reaches the exchange before the lane has signed them all."""
+    factory = order_path_factory(
+        settings_for(fake_exchange, fake_credentials),
+        telemetry_db=short_dir / "t.db",
+        kill_switch=None,
+    )
+    telemetry = await nursery.start(serve_telemetry, short_dir / "t.db")
+    burst = SHADOW_LANE_CAPACITY
+    async with factory(telemetry) as fire_path:
+        arrivals = LaneProgressLog(fire_path)
+        fake_exchange.received = arrivals
+        for index in range(burst):  # no checkpoint in between: all queue in the lane
+            await fire_path.fire(real_wake(f"shadow-{index}", dry_run=True))
+        await fire_path.fire(real_wake("real"))
+        assert fire_path.orders is not None
+        with trio.fail_after(WAIT_S):
+            while fire_path.orders.lane.signed < burst:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+    telemetry.close()
+    [position] = [
+        i for i, r in enumerate(arrivals) if r.method == "POST" and r.path == ORDER_PATH
+    ]
+    assert arrivals.signed_before[position] < burst, arrivals.signed_before[position]
     assert fire_path.counters().shadow_skipped == 0
 
 
