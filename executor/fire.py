@@ -13,9 +13,12 @@ stage rows. With an exchange (an :class:`OrderPath`) real fires are sized, gated
 
 Shadow fires never delay a real one. A shadow fire is built in its own task (its ``order_build``
 span) and then *offered* to the shadow lane (``executor.shadow_lane``): one task that signs queued
-shadow orders one at a time with a pass through the scheduler between them, so a real fire task
-waits behind at most one shadow signature (0.2-0.3 ms on a quiet machine), never a queue of them
-(measured by ``python -m bench.shadow_lane``; docs/RESULTS.md). Real fires never
+shadow orders one at a time with a pass through the scheduler between them, by default in a
+worker process (``executor.sign_worker``: a signature holds the GIL, and on the loop it would stall
+every connection); signed on the loop instead (``--shadow-signing loop``), a real fire task waits
+behind at most one shadow signature, never a queue of them (measured by
+``python -m bench.shadow_lane``; docs/RESULTS.md). A shadow fire has nothing to await before the
+lane, so it runs in the connection task (``fire_now``), not a task of its own. Real fires never
 enter the lane: they sign in their own task, and shadow fires take no rate-limit token and open no
 connection. When the lane is full the shadow fire is skipped before signing, counted
 ``shadow_skipped`` (a subset of ``fired``), and only its ``order_build`` row is written.
