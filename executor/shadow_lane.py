@@ -8,8 +8,9 @@ next one. By default the transport hands a shadow order's signature to a worker 
 (``executor.sign_worker``), so the lane waits on a pipe while the loop serves everyone else. With
 ``--shadow-signing loop`` the signature is made on the loop and holds the GIL for 0.2-1.3 ms; with
 one signer and a checkpoint between jobs, a real fire task that becomes runnable then waits for at
-most one shadow signature, never for a queue of them. When the channel is full the offer fails and the fire path skips the shadow fire before
-signing (``shadow_skipped``): a lost measurement costs nothing, a late order does.
+most one shadow signature, never for a queue of them. When the channel is full the offer fails
+and the fire path skips the shadow fire before signing (``shadow_skipped``): a lost measurement
+costs nothing, a late order does.
 """
 
 from __future__ import annotations
