@@ -35,18 +35,36 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+# argparse names a type function in its own "invalid <name> value" message when the function
+# raises ValueError; these raise ArgumentTypeError with the problem in words instead.
+
+
 def _positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
     return value
 
 
 def _seconds(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
     if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text}")
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds, 0 or more (e.g. 0.5), got {text!r}"
+        )
     return value
+
+
+def _socket_path(text: str) -> Path:
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty (e.g. /tmp/executor.sock)")
+    return Path(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,7 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve wakes on --socket until SIGINT or SIGTERM, then shut down in order and "
         "print the counters to stderr.",
     )
-    serve.add_argument("--socket", required=True, type=Path, help="Unix socket path to listen on")
+    serve.add_argument(
+        "--socket", required=True, type=_socket_path, help="Unix socket path to listen on"
+    )
     serve.add_argument(
         "--telemetry-db",
         type=Path,
@@ -102,8 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--telemetry-linger",
         type=_seconds,
         default=BATCH_LINGER_S,
-        help="seconds the writer waits after a batch's first row to gather more "
-        f"(default {BATCH_LINGER_S}: commit what is queued at once)",
+        help="seconds the writer waits after a batch's first row to gather more; 0 commits "
+        f"what is queued at once (default {BATCH_LINGER_S})",
     )
     serve.add_argument(
         "--log-format",

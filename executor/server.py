@@ -37,9 +37,11 @@ from executor.telemetry import (
 )
 from executor.unixsocket import (
     InstanceLock,
+    PreparedSocket,
     SocketSetupError,
-    bind_unix_listener,
     check_socket_path,
+    prepare_unix_socket,
+    publish_unix_socket,
     remove_socket_file,
     remove_stale_socket,
 )
@@ -179,34 +181,23 @@ class ExecutorServer:
         lock = InstanceLock(socket_path)
         lock.acquire()
         try:
-            # Refuse an unusable socket path before creating anything (the database included).
+            # Claim the socket (bound and listening, not yet reachable) before creating anything
+            # else: a path that cannot be bound leaves the database untouched.
             remove_stale_socket(socket_path)
-            async with trio.open_nursery() as root:
-                self._telemetry = await root.start(
-                    functools.partial(
-                        serve_telemetry,
-                        self.config.telemetry_db,
-                        capacity=self.config.telemetry_capacity,
-                        linger_s=self.config.telemetry_linger_s,
+            prepared = prepare_unix_socket(socket_path)
+            try:
+                async with trio.open_nursery() as root:
+                    self._telemetry = await root.start(
+                        functools.partial(
+                            serve_telemetry,
+                            self.config.telemetry_db,
+                            capacity=self.config.telemetry_capacity,
+                            linger_s=self.config.telemetry_linger_s,
+                        )
                     )
-                )
-                signals_scope = trio.CancelScope()
-                try:
-                    # Signals are handled before the socket is reachable: a harness that stops the
-                    # executor the moment its socket appears must get an orderly exit.
-                    if self.config.handle_signals:
-                        await root.start(self._watch_signals, signals_scope)
-                    listener = bind_unix_listener(socket_path)
-                except BaseException:
-                    signals_scope.cancel()
-                    self._telemetry.close()
-                    raise
-                try:
-                    await self._serve(listener, task_status)
-                finally:
-                    remove_socket_file(socket_path)
-                    signals_scope.cancel()
-                    self._telemetry.close()
+                    await self._serve_published(root, prepared, task_status)
+            finally:
+                prepared.discard()
         except BaseExceptionGroup as group:
             # A start-up failure is one clear error, not a group the caller has to dig through.
             startup = _sole_startup_error(group)
@@ -215,6 +206,29 @@ class ExecutorServer:
             raise startup from None
         finally:
             lock.release()
+
+    async def _serve_published(
+        self, root: trio.Nursery, prepared: PreparedSocket, task_status: trio.TaskStatus[None]
+    ) -> None:
+        """Start the signal task, make the socket reachable, serve; close telemetry at the end."""
+        telemetry = self.telemetry
+        signals_scope = trio.CancelScope()
+        try:
+            # Signals are handled before the socket is reachable: a harness that stops the
+            # executor the moment its socket appears must get an orderly exit.
+            if self.config.handle_signals:
+                await root.start(self._watch_signals, signals_scope)
+            listener = publish_unix_socket(prepared)
+        except BaseException:
+            signals_scope.cancel()
+            telemetry.close()
+            raise
+        try:
+            await self._serve(listener, task_status)
+        finally:
+            remove_socket_file(self.config.socket_path)
+            signals_scope.cancel()
+            telemetry.close()
 
     # ---------------------------------------------------------------- tasks
 
