@@ -62,8 +62,11 @@ def _seconds(text: str) -> float:
 
 
 def _socket_path(text: str) -> Path:
-    if not text:
-        raise argparse.ArgumentTypeError("must not be empty (e.g. /tmp/executor.sock)")
+    # Checked on the text: Path("") is "." and Path("run/") is "run", a different file.
+    if not text or text.endswith("/"):
+        raise argparse.ArgumentTypeError(
+            f"must name a socket file, not a directory, got {text!r} (e.g. /tmp/executor.sock)"
+        )
     return Path(text)
 
 
