@@ -1,4 +1,4 @@
-"""The ``executor`` command line: ``serve``, ``killswitch`` and ``--version``."""
+"""The ``executor`` command line: ``serve``, ``killswitch``, ``stats`` and ``--version``."""
 
 from __future__ import annotations
 
@@ -140,6 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="engage, release or show the kill switch (see: executor killswitch --help)",
         add_help=False,
     )
+    commands.add_parser(
+        "stats",
+        help="summarise a telemetry database, read-only (see: executor stats --help)",
+        add_help=False,
+    )
     return parser
 
 
@@ -206,5 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["killswitch"]:
         return killswitch_main(argv[1:])
+    if argv[:1] == ["stats"]:
+        from executor.stats import stats_main  # only the stats command pays for its imports
+
+        return stats_main(argv[1:])
     args = build_parser().parse_args(argv)
     return _serve(args)

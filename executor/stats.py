@@ -1,0 +1,438 @@
+"""``executor stats``: what a telemetry database says, read without disturbing its writers.
+
+The file is opened read-only (``file:PATH?mode=ro``): no write, no schema change, no lock beyond
+the moment of each read. In WAL mode readers never block the writer and the writer never blocks
+readers, so this is safe while an executor and a poller write the same file. A WAL reader needs
+the ``-shm`` index beside the file: SQLite creates it (and an empty ``-wal``) when it is missing and
+the folder is writable. In a read-only folder with no ``-wal``/``-shm`` present no writer can be
+running (a writer would have created them), so the file is opened ``immutable`` instead.
+
+Latency percentiles use the project's one definition (``executor.percentile``, type 7).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.util
+import json
+import re
+import sqlite3
+import sys
+import time
+import urllib.parse
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, NoReturn
+
+from executor.percentile import percentile
+
+SCHEMA_ID: Final = "trio-executor.stats/1"
+"""The ``--json`` document's ``schema`` value; bumped on any incompatible change."""
+
+BUSY_TIMEOUT_S: Final = 1.0
+"""How long a read waits for a lock (seconds). WAL readers rarely wait at all; a stats command
+should answer or fail quickly rather than queue behind a checkpoint."""
+
+TOP_ERRORS: Final = 5
+"""How many of the most frequent ``orders_fired.error_message`` values are shown."""
+
+PERCENTILES: Final = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+
+EXIT_OK: Final = 0
+EXIT_BAD_INPUT: Final = 2
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+_UNIT_S: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+# Exact strings first: the executor's wake_recv rows carry exactly these (TELEMETRY.md), and
+# skipping the JSON parser for them keeps a million-row scan fast.
+_MODE_SQL: Final = """CASE metadata_json
+    WHEN '{"dry_run": false}' THEN 'real'
+    WHEN '{"dry_run": true}' THEN 'shadow'
+    ELSE CASE WHEN json_valid(metadata_json) THEN
+        CASE json_extract(metadata_json, '$.dry_run') WHEN 1 THEN 'shadow' WHEN 0 THEN 'real' END
+    END
+END"""
+
+
+class StatsError(Exception):
+    """Bad input: the message is the one line printed (a missing file, not SQLite, no tables)."""
+
+
+@dataclass(frozen=True)
+class LatencySummary:
+    """One stage's durations (ms), for one mode: ``all``, ``shadow``, ``real`` or ``unknown``."""
+
+    stage: str
+    mode: str
+    n: int
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+
+
+@dataclass
+class Report:
+    """Everything ``executor stats`` prints; ``None`` for a table the file does not have."""
+
+    database: str
+    generated_at_ms: int
+    since_ms: int | None
+    stage: str | None
+    latency: list[LatencySummary] = field(default_factory=list)
+    orders_fired: dict[str, Any] | None = None
+    heartbeats: list[dict[str, Any]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable machine-readable document (docs/OPERATIONS.md gives its schema)."""
+        return {
+            "schema": SCHEMA_ID,
+            "database": self.database,
+            "generated_at_ms": self.generated_at_ms,
+            "since_ms": self.since_ms,
+            "stage": self.stage,
+            "latency": [vars(summary) for summary in self.latency],
+            "orders_fired": self.orders_fired,
+            "heartbeats": self.heartbeats,
+        }
+
+
+def parse_since(text: str, now_ms: int) -> int:
+    """``15m``, ``24h``, ``90s``, ``7d`` (ago) or an ISO 8601 time (UTC if no zone) -> epoch ms.
+
+    Raises:
+        StatsError: the text is neither.
+    """
+    match = _DURATION.match(text)
+    if match:
+        return now_ms - int(float(match.group(1)) * _UNIT_S[match.group(2)] * 1000)
+    try:
+        moment = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise StatsError(
+            f"--since {text!r} is neither a duration (15m, 24h, 7d, 90s) nor an ISO time "
+            "(2026-11-30T14:00:00Z)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """Open ``path`` read-only, never creating or changing it.
+
+    Raises:
+        StatsError: the file is missing, not a file, not SQLite, or cannot be read.
+    """
+    if not path.exists():
+        raise StatsError(f"{path}: no such file")
+    if not path.is_file():
+        raise StatsError(f"{path}: not a regular file")
+    quoted = urllib.parse.quote(str(path.resolve()))
+    try:
+        return _connect_and_probe(f"file:{quoted}?mode=ro")
+    except sqlite3.DatabaseError as error:
+        if "not a database" in str(error):
+            raise StatsError(f"{path}: not an SQLite database") from None
+        wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+        if wal.exists() or shm.exists():
+            raise StatsError(f"{path}: cannot read: {error}") from None
+    # A read-only folder: SQLite could not create the -shm a WAL reader needs. With no -wal and
+    # no -shm no writer is active (it would have made them), so nothing can change under us.
+    try:
+        return _connect_and_probe(f"file:{quoted}?mode=ro&immutable=1")
+    except sqlite3.DatabaseError as error:
+        if "not a database" in str(error):
+            raise StatsError(f"{path}: not an SQLite database") from None
+        raise StatsError(f"{path}: cannot read: {error}") from None
+
+
+def _connect_and_probe(uri: str) -> sqlite3.Connection:
+    connection = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        connection.execute("PRAGMA query_only = ON")
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def _tables(connection: sqlite3.Connection) -> set[str]:
+    return {
+        name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
+    }
+
+
+def summarise(stage: str, mode: str, durations: list[float]) -> LatencySummary:
+    """n, p50, p90, p99 and max of ``durations`` (ms) with the project's percentile."""
+    ordered = sorted(durations)
+    values = {name: percentile(ordered, p) for name, p in PERCENTILES}
+    return LatencySummary(
+        stage=stage,
+        mode=mode,
+        n=len(ordered),
+        p50_ms=values["p50"],
+        p90_ms=values["p90"],
+        p99_ms=values["p99"],
+        max_ms=ordered[-1],
+    )
+
+
+def read_latency(
+    connection: sqlite3.Connection, since_ms: int | None, stage: str | None
+) -> dict[tuple[str, str], list[float]]:
+    """Durations (ms) per ``(stage, mode)``; the filters use the stage and started_at indexes."""
+    where, params = _latency_filter(since_ms, stage)
+    sql = f"SELECT stage, {_MODE_SQL}, duration_ms FROM latency_events{where}"
+    groups: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for row_stage, mode, duration in connection.execute(sql, params):
+        groups[(row_stage, mode or "unknown")].append(float(duration))
+    return groups
+
+
+def read_latency_series(
+    connection: sqlite3.Connection, since_ms: int | None, stage: str | None
+) -> dict[str, list[tuple[int, float]]]:
+    """``(started_at_ms, duration_ms)`` per stage, for the per-minute plot."""
+    where, params = _latency_filter(since_ms, stage)
+    sql = f"SELECT stage, started_at_ms, duration_ms FROM latency_events{where}"
+    series: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for row_stage, started_at_ms, duration in connection.execute(sql, params):
+        series[row_stage].append((int(started_at_ms), float(duration)))
+    return series
+
+
+def _latency_filter(since_ms: int | None, stage: str | None) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if stage is not None:
+        clauses.append("stage = ?")
+        params.append(stage)
+    if since_ms is not None:
+        clauses.append("started_at_ms >= ?")
+        params.append(since_ms)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def read_orders(connection: sqlite3.Connection, since_ms: int | None) -> dict[str, Any]:
+    """``orders_fired`` rows by status, and the most frequent error messages."""
+    where, params = ("WHERE requested_at_ms >= ?", [since_ms]) if since_ms is not None else ("", [])
+    by_status = dict(
+        connection.execute(
+            f"SELECT status, COUNT(*) FROM orders_fired {where} GROUP BY status ORDER BY status",
+            params,
+        ).fetchall()
+    )
+    error_where = f"{where} {'AND' if where else 'WHERE'} error_message IS NOT NULL"
+    top = connection.execute(
+        f"SELECT error_message, COUNT(*) AS n FROM orders_fired {error_where}"
+        " GROUP BY error_message ORDER BY n DESC, error_message LIMIT ?",
+        [*params, TOP_ERRORS],
+    ).fetchall()
+    return {
+        "total": sum(by_status.values()),
+        "by_status": by_status,
+        "top_errors": [{"error_message": message, "count": count} for message, count in top],
+    }
+
+
+def read_heartbeats(connection: sqlite3.Connection, now_ms: int) -> list[dict[str, Any]]:
+    """Every ``heartbeats`` row with its age in seconds."""
+    rows = connection.execute(
+        "SELECT process, pid, started_at_ms, beat_at_ms, queue_depth, dropped_rows"
+        " FROM heartbeats ORDER BY process"
+    ).fetchall()
+    return [
+        {
+            "process": process,
+            "pid": pid,
+            "started_at_ms": started_at_ms,
+            "beat_at_ms": beat_at_ms,
+            "age_s": (now_ms - beat_at_ms) / 1000,
+            "queue_depth": queue_depth,
+            "dropped_rows": dropped_rows,
+        }
+        for process, pid, started_at_ms, beat_at_ms, queue_depth, dropped_rows in rows
+    ]
+
+
+def build_report(
+    connection: sqlite3.Connection,
+    database: Path,
+    *,
+    now_ms: int,
+    since_ms: int | None = None,
+    stage: str | None = None,
+) -> Report:
+    """Read everything the report needs in one read transaction (one consistent snapshot).
+
+    Raises:
+        StatsError: the file has no ``latency_events`` table.
+    """
+    connection.execute("BEGIN")
+    try:
+        tables = _tables(connection)
+        if "latency_events" not in tables:
+            raise StatsError(f"{database}: no latency_events table (not a telemetry database)")
+        report = Report(str(database), now_ms, since_ms, stage)
+        groups = read_latency(connection, since_ms, stage)
+        for stage_name in sorted({key[0] for key in groups}):
+            modes = {mode: values for (name, mode), values in groups.items() if name == stage_name}
+            everything = [value for values in modes.values() for value in values]
+            report.latency.append(summarise(stage_name, "all", everything))
+            if len(modes) > 1 or "unknown" not in modes:
+                for mode in sorted(modes):
+                    report.latency.append(summarise(stage_name, mode, modes[mode]))
+        if "orders_fired" in tables:
+            report.orders_fired = read_orders(connection, since_ms)
+        if "heartbeats" in tables:
+            report.heartbeats = read_heartbeats(connection, now_ms)
+    finally:
+        connection.execute("COMMIT")
+    return report
+
+
+def render_text(report: Report) -> str:
+    """The human-readable report."""
+    window = "all rows" if report.since_ms is None else "since " + _iso(report.since_ms)
+    lines = [f"{report.database} ({window})", ""]
+    if report.latency:
+        lines.append(
+            f"{'stage':<16}{'mode':<8}{'n':>10}{'p50 ms':>12}{'p90 ms':>12}{'p99 ms':>12}"
+            f"{'max ms':>12}"
+        )
+        for row in report.latency:
+            lines.append(
+                f"{row.stage:<16}{row.mode:<8}{row.n:>10}{row.p50_ms:>12.4f}{row.p90_ms:>12.4f}"
+                f"{row.p99_ms:>12.4f}{row.max_ms:>12.4f}"
+            )
+    else:
+        lines.append(
+            "latency_events: no rows" + (f" for stage {report.stage}" if report.stage else "")
+        )
+    lines.append("")
+    if report.orders_fired is None:
+        lines.append("orders_fired: no such table")
+    else:
+        orders = report.orders_fired
+        statuses = ", ".join(f"{name}={count}" for name, count in orders["by_status"].items())
+        lines.append(f"orders_fired: {orders['total']} ({statuses or 'none'})")
+        for error in orders["top_errors"]:
+            lines.append(f"  {error['count']:>8}  {error['error_message']}")
+    if report.heartbeats is None:
+        lines.append("heartbeats: no such table")
+    else:
+        lines.append(f"heartbeats: {len(report.heartbeats)}")
+        for beat in report.heartbeats:
+            lines.append(
+                f"  {beat['process']:<16} pid={beat['pid']} age={beat['age_s']:.1f}s "
+                f"queue_depth={beat['queue_depth']} dropped_rows={beat['dropped_rows']}"
+            )
+    return "\n".join(lines)
+
+
+def _iso(epoch_ms: int) -> str:
+    return dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.UTC).isoformat(timespec="seconds")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad usage is one line on stderr and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser(default_db: Path) -> argparse.ArgumentParser:
+    """The ``executor stats`` argument parser."""
+    parser = _Parser(
+        prog="executor stats",
+        description="Summarise a telemetry database without disturbing its writers: latency "
+        "percentiles per stage (shadow and real apart), orders by status, and heartbeats.",
+    )
+    parser.add_argument(
+        "--telemetry-db",
+        type=Path,
+        default=default_db,
+        help=f"the SQLite file to read (default: {default_db})",
+    )
+    parser.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only rows from this window: a duration back from now (15m, 24h, 7d, 90s) or an ISO "
+        "time (2026-11-30T14:00:00Z; UTC when no zone is given)",
+    )
+    parser.add_argument("--stage", help="only this latency stage (e.g. wake_recv)")
+    parser.add_argument(
+        "--json", action="store_true", help=f"print one JSON document (schema {SCHEMA_ID})"
+    )
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        metavar="FILE.png",
+        help="also draw a latency CDF per stage and per-minute p50/p99 (needs trio-executor[plot])",
+    )
+    return parser
+
+
+def stats_main(argv: list[str]) -> int:
+    """``executor stats [--telemetry-db PATH] [--since WHEN] [--stage S] [--json] [--plot F]``.
+
+    Returns:
+        0 on success; 2 with one line on stderr for bad input.
+    """
+    from executor.server import default_telemetry_db
+
+    parser = build_parser(default_telemetry_db())
+    args = parser.parse_args(argv)
+    now_ms = time.time_ns() // 1_000_000
+    try:
+        since_ms = parse_since(args.since, now_ms) if args.since is not None else None
+        plotter = _load_plotter() if args.plot is not None else None
+        connection = open_read_only(args.telemetry_db)
+        try:
+            report = build_report(
+                connection, args.telemetry_db, now_ms=now_ms, since_ms=since_ms, stage=args.stage
+            )
+            series = read_latency_series(connection, since_ms, args.stage) if plotter else None
+        except sqlite3.DatabaseError as error:
+            raise StatsError(f"{args.telemetry_db}: cannot read: {error}") from None
+        finally:
+            connection.close()
+        if plotter is not None and series is not None:
+            plotter(report, series, args.plot)
+    except StatsError as error:
+        print(f"executor stats: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2, sort_keys=False))
+    else:
+        print(render_text(report))
+    return EXIT_OK
+
+
+def _load_plotter() -> Any:
+    """The plotting function, or a one-line error when matplotlib is not installed."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise StatsError(
+            "--plot needs matplotlib, which is not installed: pip install 'trio-executor[plot]'"
+        )
+    from executor.stats_plot import plot_report
+
+    return plot_report
+
+
+__all__ = [
+    "SCHEMA_ID",
+    "LatencySummary",
+    "Report",
+    "StatsError",
+    "build_report",
+    "open_read_only",
+    "parse_since",
+    "stats_main",
+    "summarise",
+]
