@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
-from executor.percentile import percentile
+from executor.percentile import percentile_of_sorted
 
 SCHEMA_ID: Final = "trio-executor.stats/1"
 """The ``--json`` document's ``schema`` value; bumped on any incompatible change."""
@@ -34,6 +34,11 @@ SCHEMA_ID: Final = "trio-executor.stats/1"
 BUSY_TIMEOUT_S: Final = 1.0
 """How long a read waits for a lock (seconds). WAL readers rarely wait at all; a stats command
 should answer or fail quickly rather than queue behind a checkpoint."""
+
+INDEX_WORTH_FRACTION: Final = 0.2
+"""Use an index for a filter only when it keeps at most this fraction of the rows. A guess: an
+index walk costs a random read per row against a sequential scan's many rows per page; on a
+million-row file, a stage filter keeping every row ran slower through the index than a scan."""
 
 TOP_ERRORS: Final = 5
 """How many of the most frequent ``orders_fired.error_message`` values are shown."""
@@ -85,6 +90,8 @@ class Report:
     latency: list[LatencySummary] = field(default_factory=list)
     orders_fired: dict[str, Any] | None = None
     heartbeats: list[dict[str, Any]] | None = None
+    series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    """``(started_at_ms, duration_ms)`` per stage; read only for ``--plot``."""
 
     def to_json(self) -> dict[str, Any]:
         """The stable machine-readable document (docs/OPERATIONS.md gives its schema)."""
@@ -170,7 +177,7 @@ def _tables(connection: sqlite3.Connection) -> set[str]:
 def summarise(stage: str, mode: str, durations: list[float]) -> LatencySummary:
     """n, p50, p90, p99 and max of ``durations`` (ms) with the project's percentile."""
     ordered = sorted(durations)
-    values = {name: percentile(ordered, p) for name, p in PERCENTILES}
+    values = {name: percentile_of_sorted(ordered, p) for name, p in PERCENTILES}
     return LatencySummary(
         stage=stage,
         mode=mode,
@@ -183,39 +190,60 @@ def summarise(stage: str, mode: str, durations: list[float]) -> LatencySummary:
 
 
 def read_latency(
-    connection: sqlite3.Connection, since_ms: int | None, stage: str | None
+    connection: sqlite3.Connection, where: _Filter
 ) -> dict[tuple[str, str], list[float]]:
-    """Durations (ms) per ``(stage, mode)``; the filters use the stage and started_at indexes."""
-    where, params = _latency_filter(since_ms, stage)
-    sql = f"SELECT stage, {_MODE_SQL}, duration_ms FROM latency_events{where}"
+    """Durations (ms) per ``(stage, mode)``."""
+    sql = f"SELECT stage, {_MODE_SQL}, duration_ms FROM latency_events{where.sql}"
     groups: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for row_stage, mode, duration in connection.execute(sql, params):
-        groups[(row_stage, mode or "unknown")].append(float(duration))
+    for row_stage, mode, duration in connection.execute(sql, where.params):
+        groups[(row_stage, mode or "unknown")].append(duration)
     return groups
 
 
 def read_latency_series(
-    connection: sqlite3.Connection, since_ms: int | None, stage: str | None
+    connection: sqlite3.Connection, where: _Filter
 ) -> dict[str, list[tuple[int, float]]]:
     """``(started_at_ms, duration_ms)`` per stage, for the per-minute plot."""
-    where, params = _latency_filter(since_ms, stage)
-    sql = f"SELECT stage, started_at_ms, duration_ms FROM latency_events{where}"
+    sql = f"SELECT stage, started_at_ms, duration_ms FROM latency_events{where.sql}"
     series: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for row_stage, started_at_ms, duration in connection.execute(sql, params):
+    for row_stage, started_at_ms, duration in connection.execute(sql, where.params):
         series[row_stage].append((int(started_at_ms), float(duration)))
     return series
 
 
-def _latency_filter(since_ms: int | None, stage: str | None) -> tuple[str, list[Any]]:
+@dataclass(frozen=True)
+class _Filter:
+    """The WHERE clause of the latency queries, with the index choice already made."""
+
+    sql: str
+    params: list[Any]
+
+
+def latency_filter(
+    connection: sqlite3.Connection, since_ms: int | None, stage: str | None
+) -> _Filter:
+    """Filter on stage and start time, through their indexes only where an index pays.
+
+    SQLite has no statistics on this file (nobody runs ANALYZE), so it takes an index whenever one
+    matches; walking ``idx_latency_events_stage`` to fetch most of the table costs more than a
+    plain scan. Counting through the index first is cheap (the index alone answers it), and a
+    unary ``+`` tells SQLite not to use the index when the filter keeps much of the table.
+    """
     clauses: list[str] = []
     params: list[Any] = []
-    if stage is not None:
-        clauses.append("stage = ?")
-        params.append(stage)
-    if since_ms is not None:
-        clauses.append("started_at_ms >= ?")
-        params.append(since_ms)
-    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+    total: int | None = None
+    for column, operator, value in (("stage", "=", stage), ("started_at_ms", ">=", since_ms)):
+        if value is None:
+            continue
+        if total is None:
+            (total,) = connection.execute("SELECT COUNT(*) FROM latency_events").fetchone()
+        (kept,) = connection.execute(
+            f"SELECT COUNT(*) FROM latency_events WHERE {column} {operator} ?", [value]
+        ).fetchone()
+        prefix = "" if kept <= total * INDEX_WORTH_FRACTION else "+"
+        clauses.append(f"{prefix}{column} {operator} ?")
+        params.append(value)
+    return _Filter((" WHERE " + " AND ".join(clauses)) if clauses else "", params)
 
 
 def read_orders(connection: sqlite3.Connection, since_ms: int | None) -> dict[str, Any]:
@@ -267,6 +295,7 @@ def build_report(
     now_ms: int,
     since_ms: int | None = None,
     stage: str | None = None,
+    with_series: bool = False,
 ) -> Report:
     """Read everything the report needs in one read transaction (one consistent snapshot).
 
@@ -279,9 +308,14 @@ def build_report(
         if "latency_events" not in tables:
             raise StatsError(f"{database}: no latency_events table (not a telemetry database)")
         report = Report(str(database), now_ms, since_ms, stage)
-        groups = read_latency(connection, since_ms, stage)
+        where = latency_filter(connection, since_ms, stage)
+        groups = read_latency(connection, where)
+        if with_series:
+            report.series = read_latency_series(connection, where)
         for stage_name in sorted({key[0] for key in groups}):
             modes = {mode: values for (name, mode), values in groups.items() if name == stage_name}
+            for values in modes.values():
+                values.sort()  # sorted runs: the "all" list below then sorts in linear time
             everything = [value for values in modes.values() for value in values]
             report.latency.append(summarise(stage_name, "all", everything))
             if len(modes) > 1 or "unknown" not in modes:
@@ -395,15 +429,19 @@ def stats_main(argv: list[str]) -> int:
         connection = open_read_only(args.telemetry_db)
         try:
             report = build_report(
-                connection, args.telemetry_db, now_ms=now_ms, since_ms=since_ms, stage=args.stage
+                connection,
+                args.telemetry_db,
+                now_ms=now_ms,
+                since_ms=since_ms,
+                stage=args.stage,
+                with_series=plotter is not None,
             )
-            series = read_latency_series(connection, since_ms, args.stage) if plotter else None
         except sqlite3.DatabaseError as error:
             raise StatsError(f"{args.telemetry_db}: cannot read: {error}") from None
         finally:
             connection.close()
-        if plotter is not None and series is not None:
-            plotter(report, series, args.plot)
+        if plotter is not None:
+            plotter(report, args.plot)
     except StatsError as error:
         print(f"executor stats: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -30,8 +30,8 @@ def per_minute(samples: list[tuple[int, float]]) -> list[tuple[int, float, float
     ]
 
 
-def plot_report(report: Report, series: dict[str, list[tuple[int, float]]], path: Path) -> None:
-    """Write the two-panel PNG to ``path``.
+def plot_report(report: Report, path: Path) -> None:
+    """Write the two-panel PNG of ``report.series`` to ``path``.
 
     Raises:
         StatsError: the file cannot be written.
@@ -42,6 +42,7 @@ def plot_report(report: Report, series: dict[str, list[tuple[int, float]]], path
     dates: Any = importlib.import_module("matplotlib.dates")
     import datetime as dt
 
+    series = report.series
     figure, (cdf_axes, time_axes) = plt.subplots(1, 2, figsize=(13, 5))
     for stage, samples in sorted(series.items()):
         ordered = sorted(duration for _, duration in samples)
