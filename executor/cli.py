@@ -16,6 +16,8 @@ import trio
 from executor import __version__
 from executor.fire import DEFAULT_CONTRACT_COUNT, FirePath
 from executor.killswitch import DEFAULT_TTL_S, KillSwitch, killswitch_main
+from executor.metrics import DEFAULT_HOST as METRICS_DEFAULT_HOST
+from executor.metrics import parse_metrics_address
 from executor.server import (
     DEFAULT_GRACE_S,
     ExecutorServer,
@@ -59,6 +61,15 @@ def _seconds(text: str) -> float:
             f"must be a number of seconds, 0 or more (e.g. 0.5), got {text!r}"
         )
     return value
+
+
+def _metrics_address(text: str) -> tuple[str, int]:
+    try:
+        return parse_metrics_address(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(
+            f"expected HOST:PORT or PORT (e.g. 127.0.0.1:9464), got {text!r}: {error}"
+        ) from None
 
 
 def _socket_path(text: str) -> Path:
@@ -135,6 +146,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="console on a terminal, JSON lines otherwise (default auto)",
     )
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="default info")
+    serve.add_argument(
+        "--metrics",
+        type=_metrics_address,
+        default=None,
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (PORT alone: on "
+        f"{METRICS_DEFAULT_HOST}; port 0 picks a free one and logs it; default: off)",
+    )
     commands.add_parser(
         "killswitch",
         help="engage, release or show the kill switch (see: executor killswitch --help)",
@@ -183,6 +202,7 @@ def _serve(args: argparse.Namespace) -> int:
         grace_s=args.grace,
         telemetry_capacity=args.telemetry_capacity,
         telemetry_linger_s=args.telemetry_linger,
+        metrics_address=args.metrics,
     )
     server = ExecutorServer(config)
     # From here on SIGINT/SIGTERM never kill the process: before the signal task listens (and

@@ -27,6 +27,7 @@ import trio
 
 from executor.connection import Connection, FrameCounters, PeerGone, serve_frames
 from executor.fire import FirePath
+from executor.metrics import STOP_TIMEOUT_S, MetricsEndpoint, start_metrics_endpoint
 from executor.protocol import WakeMessage
 from executor.telemetry import (
     BATCH_LINGER_S,
@@ -98,6 +99,8 @@ class ServerConfig:
     telemetry_capacity: int = CHANNEL_CAPACITY
     telemetry_linger_s: float = BATCH_LINGER_S
     handle_signals: bool = True
+    metrics_address: tuple[str, int] | None = None
+    """``(host, port)`` of the Prometheus endpoint (``--metrics``); None serves none."""
 
 
 class ExecutorServer:
@@ -185,7 +188,13 @@ class ExecutorServer:
             # else: a path that cannot be bound leaves the database untouched.
             remove_stale_socket(socket_path)
             prepared = prepare_unix_socket(socket_path)
+            metrics: MetricsEndpoint | None = None
             try:
+                observe = None
+                if self.config.metrics_address is not None:
+                    metrics, observe = start_metrics_endpoint(self, self.config.metrics_address)
+                    host, port = metrics.address
+                    log.info("metrics endpoint listening", host=host, port=port)
                 async with trio.open_nursery() as root:
                     self._telemetry = await root.start(
                         functools.partial(
@@ -193,11 +202,15 @@ class ExecutorServer:
                             self.config.telemetry_db,
                             capacity=self.config.telemetry_capacity,
                             linger_s=self.config.telemetry_linger_s,
+                            observe=observe,
                         )
                     )
                     await self._serve_published(root, prepared, task_status)
             finally:
                 prepared.discard()
+                if metrics is not None:
+                    with trio.move_on_after(STOP_TIMEOUT_S, shield=True):
+                        await trio.to_thread.run_sync(metrics.stop)
         except BaseExceptionGroup as group:
             # A start-up failure is one clear error, not a group the caller has to dig through.
             startup = _sole_startup_error(group)
