@@ -2,6 +2,6 @@
 
 import sys
 
-from executor.cli import main
+from executor.main import main
 
 sys.exit(main())

@@ -380,7 +380,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def build_parser(default_db: Path) -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     """The ``executor stats`` argument parser."""
     parser = _Parser(
         prog="executor stats",
@@ -390,8 +390,9 @@ def build_parser(default_db: Path) -> argparse.ArgumentParser:
     parser.add_argument(
         "--telemetry-db",
         type=Path,
-        default=default_db,
-        help=f"the SQLite file to read (default: {default_db})",
+        default=None,
+        help="the SQLite file to read (default: the executor's, "
+        "$XDG_STATE_HOME/trio-executor/telemetry.db)",
     )
     parser.add_argument(
         "--since",
@@ -418,10 +419,13 @@ def stats_main(argv: list[str]) -> int:
     Returns:
         0 on success; 2 with one line on stderr for bad input.
     """
-    from executor.server import default_telemetry_db
-
-    parser = build_parser(default_telemetry_db())
+    parser = build_parser()
     args = parser.parse_args(argv)
+    if args.telemetry_db is None:
+        # Imported here: the server module brings in Trio, which this command does not need.
+        from executor.server import default_telemetry_db
+
+        args.telemetry_db = default_telemetry_db()
     now_ms = time.time_ns() // 1_000_000
     try:
         since_ms = parse_since(args.since, now_ms) if args.since is not None else None
