@@ -430,3 +430,38 @@ def test_the_command_line_dispatches_stats(dated_db: Path) -> None:
     )
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1
+
+
+def test_read_only_folder_falls_back_to_immutable(
+    capsys: pytest.CaptureFixture[str], dated_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the -shm cannot be made (read-only folder) and no -wal exists, stats reads immutably."""
+    with connect(dated_db) as db:
+        db.execute("PRAGMA journal_mode = DELETE")  # what a cleanly closed WAL file looks like
+    assert not Path(f"{dated_db}-wal").exists()
+    real_connect = stats._connect_and_probe
+    uris: list[str] = []
+
+    def read_only_folder(uri: str) -> sqlite3.Connection:
+        uris.append(uri)
+        if "immutable=1" not in uri:  # as root the folder's mode cannot stop SQLite: simulate
+            raise sqlite3.OperationalError("unable to open database file")
+        return real_connect(uri)
+
+    monkeypatch.setattr(stats, "_connect_and_probe", read_only_folder)
+    document = run_stats(capsys, "--telemetry-db", dated_db)
+    assert row(document, "wake_recv", "all")["n"] == 3
+    assert [("immutable=1" in uri) for uri in uris] == [False, True]
+
+
+def test_unreadable_wal_is_one_line(
+    capsys: pytest.CaptureFixture[str], dated_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a -wal present, a failed open is reported, never read immutably (it would miss rows)."""
+    Path(f"{dated_db}-wal").touch()
+
+    def refuse(uri: str) -> sqlite3.Connection:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(stats, "_connect_and_probe", refuse)
+    assert_bad_input(capsys, ["--telemetry-db", str(dated_db)], "cannot read", "unable to open")
