@@ -24,7 +24,10 @@ from executor.percentile import percentile, percentile_of_sorted
 from executor.sqlite_writer import open_database
 from executor.stats import SCHEMA_ID, latency_filter, stats_main
 
-NOW_MS = time.time_ns() // 1_000_000
+def now_ms() -> int:
+    """Wall-clock ms now (read per use: a long suite run must not age the fixtures)."""
+    return time.time_ns() // 1_000_000
+
 HOUR_MS = 3_600_000
 
 ORDERS_FIRED_DDL = """CREATE TABLE orders_fired (
@@ -95,7 +98,7 @@ def known_db(tmp_path: Path) -> tuple[Path, dict[tuple[str, str], list[float]]]:
     ):
         values = [rng.lognormvariate(-2.0, 0.6) for _ in range(count)]
         expected[(stage, mode)] = values
-        rows += [(stage, NOW_MS - 1000 - i, value, metadata) for i, value in enumerate(values)]
+        rows += [(stage, now_ms() - 1000 - i, value, metadata) for i, value in enumerate(values)]
     rng.shuffle(rows)
     insert_events(path, rows)
     return path, expected
@@ -186,11 +189,11 @@ def test_orders_and_heartbeats_when_the_tables_exist(
             db.execute(
                 "INSERT INTO orders_fired (correlation_id, client_order_id, ticker, status,"
                 " error_message, requested_at_ms) VALUES ('c', ?, 'T', ?, ?, ?)",
-                (f"o{index}", status, error, NOW_MS),
+                (f"o{index}", status, error, now_ms()),
             )
         db.execute(
             "INSERT INTO heartbeats VALUES ('executor', 42, ?, ?, 7, 3)",
-            (NOW_MS - HOUR_MS, NOW_MS - 5000),
+            (now_ms() - HOUR_MS, now_ms() - 5000),
         )
     document = run_stats(capsys, "--telemetry-db", path)
     assert document["orders_fired"] == {
@@ -222,10 +225,10 @@ def dated_db(tmp_path: Path) -> Path:
     insert_events(
         path,
         [
-            ("wake_recv", NOW_MS - 2 * HOUR_MS, 9.0, '{"dry_run": false}'),
-            ("wake_recv", NOW_MS - 60_000, 1.0, '{"dry_run": false}'),
-            ("wake_recv", NOW_MS - 60_000, 2.0, '{"dry_run": false}'),
-            ("sign", NOW_MS - 60_000, 0.5, None),
+            ("wake_recv", now_ms() - 2 * HOUR_MS, 9.0, '{"dry_run": false}'),
+            ("wake_recv", now_ms() - 60_000, 1.0, '{"dry_run": false}'),
+            ("wake_recv", now_ms() - 60_000, 2.0, '{"dry_run": false}'),
+            ("sign", now_ms() - 60_000, 0.5, None),
         ],
     )
     return path
@@ -248,7 +251,7 @@ def test_since_iso_time(capsys: pytest.CaptureFixture[str], dated_db: Path) -> N
     """--since with an ISO time (Z, an offset, or no zone meaning UTC) keeps rows from then on."""
     import datetime as dt
 
-    moment = dt.datetime.fromtimestamp((NOW_MS - HOUR_MS) / 1000, tz=dt.UTC)
+    moment = dt.datetime.fromtimestamp((now_ms() - HOUR_MS) / 1000, tz=dt.UTC)
     for text in (
         moment.isoformat().replace("+00:00", "Z"),
         moment.astimezone(dt.timezone(dt.timedelta(hours=2))).isoformat(),
@@ -271,9 +274,9 @@ def test_filters_use_an_index_only_when_it_pays(dated_db: Path) -> None:
     with contextlib.closing(sqlite3.connect(dated_db)) as db:
         assert latency_filter(db, None, "wake_recv").sql == " WHERE +stage = ?"
         assert latency_filter(db, None, "sign").sql == " WHERE +stage = ?"  # 1 of 4 > 20 %
-        insert_events(dated_db, [("wake_recv", NOW_MS - 3 * HOUR_MS, 1.0, None)] * 20)
+        insert_events(dated_db, [("wake_recv", now_ms() - 3 * HOUR_MS, 1.0, None)] * 20)
         assert latency_filter(db, None, "sign").sql == " WHERE stage = ?"  # 1 of 24
-        selective = latency_filter(db, NOW_MS - 120_000, None)  # 3 of 24
+        selective = latency_filter(db, now_ms() - 120_000, None)  # 3 of 24
         assert selective.sql == " WHERE started_at_ms >= ?"
         plan = " ".join(
             str(step[-1])
@@ -311,7 +314,7 @@ def test_stats_runs_while_a_writer_holds_a_transaction(
         writer.execute(
             "INSERT INTO latency_events (correlation_id, stage, started_at_ms, ended_at_ms,"
             " duration_ms) VALUES ('pending', 'wake_recv', ?, ?, 99.0)",
-            (NOW_MS, NOW_MS),
+            (now_ms(), now_ms()),
         )
         document = run_stats(capsys, "--telemetry-db", dated_db)
         assert row(document, "wake_recv", "all")["n"] == 3
