@@ -24,9 +24,11 @@ from executor.percentile import percentile, percentile_of_sorted
 from executor.sqlite_writer import open_database
 from executor.stats import SCHEMA_ID, latency_filter, stats_main
 
+
 def now_ms() -> int:
     """Wall-clock ms now (read per use: a long suite run must not age the fixtures)."""
     return time.time_ns() // 1_000_000
+
 
 HOUR_MS = 3_600_000
 
