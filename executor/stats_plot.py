@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from executor.percentile import percentile
-from executor.stats import Report, StatsError
+from executor.stats_db import Report, StatsError
 
 MINUTE_MS: Final = 60_000
 """Width of one bucket of the time series (ms)."""

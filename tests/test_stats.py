@@ -19,10 +19,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from executor import stats
+from executor import stats, stats_db
 from executor.percentile import percentile, percentile_of_sorted
 from executor.sqlite_writer import open_database
-from executor.stats import SCHEMA_ID, latency_filter, stats_main
+from executor.stats import stats_main
+from executor.stats_db import SCHEMA_ID, latency_filter
 
 
 def now_ms() -> int:
@@ -444,7 +445,7 @@ def test_read_only_folder_falls_back_to_immutable(
     with connect(dated_db) as db:
         db.execute("PRAGMA journal_mode = DELETE")  # what a cleanly closed WAL file looks like
     assert not Path(f"{dated_db}-wal").exists()
-    real_connect = stats._connect_and_probe
+    real_connect = stats_db._connect_and_probe
     uris: list[str] = []
 
     def read_only_folder(uri: str) -> sqlite3.Connection:
@@ -453,7 +454,7 @@ def test_read_only_folder_falls_back_to_immutable(
             raise sqlite3.OperationalError("unable to open database file")
         return real_connect(uri)
 
-    monkeypatch.setattr(stats, "_connect_and_probe", read_only_folder)
+    monkeypatch.setattr(stats_db, "_connect_and_probe", read_only_folder)
     document = run_stats(capsys, "--telemetry-db", dated_db)
     assert row(document, "wake_recv", "all")["n"] == 3
     assert [("immutable=1" in uri) for uri in uris] == [False, True]
@@ -468,5 +469,5 @@ def test_unreadable_wal_is_one_line(
     def refuse(uri: str) -> sqlite3.Connection:
         raise sqlite3.OperationalError("unable to open database file")
 
-    monkeypatch.setattr(stats, "_connect_and_probe", refuse)
+    monkeypatch.setattr(stats_db, "_connect_and_probe", refuse)
     assert_bad_input(capsys, ["--telemetry-db", str(dated_db)], "cannot read", "unable to open")
