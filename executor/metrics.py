@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from executor import logs
 from executor.rows import LatencyRow, Stage
 from executor.unixsocket import SocketSetupError
 
@@ -147,6 +148,11 @@ class ExecutorCollector(Collector):
                     f"{field.name} (the first exit line's counter)",
                     value=value,
                 )
+        yield CounterMetricFamily(
+            f"{NAMESPACE}_log_dropped",
+            "log records dropped because stderr was not read fast enough (the first exit line's)",
+            value=logs.dropped_count(),
+        )
         try:
             telemetry = server.telemetry.statistics()
         except RuntimeError:  # not started yet
