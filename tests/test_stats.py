@@ -189,8 +189,8 @@ def test_orders_and_heartbeats_when_the_tables_exist(
             db.execute(
                 "INSERT INTO orders_fired (correlation_id, client_order_id, ticker, outcome_side,"
                 " count, price_dollars, time_in_force, self_trade_prevention_type, status,"
-                " error_message, requested_at_ms) VALUES"
-                " ('c', ?, 'T', 'yes', '1.00', '0.5000', 'fill_or_kill', 'taker_at_cross', ?, ?, ?)",
+                " error_message, requested_at_ms) VALUES ('c', ?, 'T', 'yes', '1.00', '0.5000',"
+                " 'fill_or_kill', 'taker_at_cross', ?, ?, ?)",
                 (f"o{index}", status, error, now_ms()),
             )
         db.execute(
