@@ -6,6 +6,7 @@
     python3 dev.py test [PYTEST ARGS...]   run the whole test suite
     python3 dev.py check             ruff + mypy --strict
     python3 dev.py bench [ARGS...]   run the benchmark (python -m bench)
+    python3 dev.py setup             only create or refresh the environment
 
 The first use creates `.venv/` beside this file and installs the package with its test, dev and
 bench extras; later uses reinstall only when pyproject.toml changed.
@@ -109,6 +110,8 @@ def main() -> int:
         print(__doc__)
         return 0
     python = str(_ensure_venv() / "python")
+    if command == "setup":
+        return 0  # the environment is ready; CI builds the other versions' ahead of their turn
     if command == "serve":
         defaults = [] if "--socket" in rest else ["--socket", DEFAULT_SOCKET]
         if "--telemetry-db" not in rest:
@@ -127,7 +130,10 @@ def main() -> int:
         )
     if command == "bench":
         return _run([python, "-m", "bench", *rest])
-    print(f"dev.py: unknown command {command!r}; try: serve, test, check, bench", file=sys.stderr)
+    print(
+        f"dev.py: unknown command {command!r}; try: serve, test, check, bench, setup",
+        file=sys.stderr,
+    )
     return 2
 
 
