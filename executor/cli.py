@@ -13,9 +13,8 @@ from typing import NoReturn
 import trio
 
 from executor import __version__, logs
-from executor.config import ConfigError, add_exchange_arguments, load_settings
+from executor.config import ConfigError, StartupError, add_exchange_arguments, load_settings
 from executor.fire import DEFAULT_CONTRACT_COUNT, FirePath
-from executor.firing import StartupError, load_signer, order_path_factory
 from executor.killswitch import DEFAULT_TTL_S, KillSwitch, killswitch_main
 from executor.metrics import DEFAULT_HOST as METRICS_DEFAULT_HOST
 from executor.metrics import parse_metrics_address
@@ -181,7 +180,13 @@ def build_parser() -> argparse.ArgumentParser:
 def _serve(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(args, os.environ)
-        signer = load_signer(settings.exchange) if settings.exchange.mode == "real" else None
+        signer = None
+        if settings.exchange.mode != "none":
+            # Only an executor with an exchange pays for importing the order path (httpx & co.).
+            from executor.firing import load_signer, order_path_factory
+
+            if settings.exchange.mode == "real":
+                signer = load_signer(settings.exchange)
     except (ConfigError, StartupError) as error:
         print(f"executor: error: {error}", file=sys.stderr)
         return 2 if isinstance(error, ConfigError) else 1

@@ -60,6 +60,10 @@ class ConfigError(Exception):
     """A configuration value is missing or wrong; the text is one line naming it."""
 
 
+class StartupError(Exception):
+    """The order path cannot start (bad key, exchange unreachable); ``str()`` is one line."""
+
+
 @dataclass(frozen=True, slots=True)
 class ExchangeSettings:
     """Where orders go and how they are signed and shaped."""

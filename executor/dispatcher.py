@@ -25,7 +25,7 @@ import structlog
 import trio
 
 from executor.clock import stamp_ns, wall_ms
-from executor.exchange import OrderSpec, OrderStamps, order_body
+from executor.exchange_wire import OrderSpec, OrderStamps, order_body
 from executor.order_request import FireRequest
 from executor.rows import HeartbeatRow, LatencyRow, OrderRow, OrderRowKind, OrderStatus
 from executor.stages import FireStamps

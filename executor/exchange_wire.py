@@ -7,10 +7,12 @@ socket. ``executor.exchange`` re-exports the public names; callers import them f
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-import httpx
 import orjson
+
+if TYPE_CHECKING:
+    import httpx
 
 ORDER_PATH: Final = "/trade-api/v2/portfolio/events/orders"
 BALANCE_PATH: Final = "/trade-api/v2/portfolio/balance"
@@ -145,6 +147,8 @@ def parse_response(response: httpx.Response) -> dict[str, Any]:
     Raises:
         ExchangeError: a non-2xx status (§5 text), or a 2xx body that is not a JSON object.
     """
+    import httpx  # loaded only once there is a response (the fire path imports this module)
+
     status, body = response.status_code, response.content
     # A server may send an empty reason phrase; the standard one keeps the §5 text readable.
     reason = response.reason_phrase or httpx.codes.get_reason_phrase(status)

@@ -30,7 +30,7 @@ import trio
 
 from executor.account import AccountState, serve_account, serve_heartbeats
 from executor.clock import clock_domain, wall_ms
-from executor.config import ExchangeSettings, Settings
+from executor.config import ExchangeSettings, Settings, StartupError
 from executor.dispatcher import OrderDispatcher, OrderPolicy
 from executor.exchange import ExchangeClient, ExchangeEndpoint, open_exchange
 from executor.fake_exchange import FakeCredentials, serve_fake_exchange
@@ -54,10 +54,6 @@ IN_PROCESS_FAKE_BALANCE_CENTS: Final = 10_000
 reference's default sizing (2% of the balance per order) and position limit (5 contracts per
 ticker), $1,000 sizes a typical wake (edge 0.06 at 0.56) to 35 contracts and the risk gate refuses
 every one; $100 sizes it to 3, so ``--exchange fake`` shows orders filling out of the box."""
-
-
-class StartupError(Exception):
-    """The order path cannot start (bad key, exchange unreachable); ``str()`` is one line."""
 
 
 def load_signer(exchange: ExchangeSettings) -> KalshiSigner:

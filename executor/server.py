@@ -22,14 +22,14 @@ import socket
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import structlog
 import trio
 
+from executor.config import StartupError
 from executor.connection import Connection, FrameCounters, PeerGone, serve_frames
 from executor.fire import FirePath
-from executor.firing import OrderPathFactory, StartupError
 from executor.metrics import STOP_TIMEOUT_S, MetricsEndpoint, start_metrics_endpoint
 from executor.protocol import WakeMessage
 from executor.telemetry import (
@@ -49,6 +49,9 @@ from executor.unixsocket import (
     remove_socket_file,
     remove_stale_socket,
 )
+
+if TYPE_CHECKING:  # the order path's modules load only when an exchange is configured
+    from executor.firing import OrderPathFactory
 
 log = structlog.get_logger()
 

@@ -21,7 +21,6 @@ from typing import Final
 
 import structlog
 import trio
-import trio.testing
 
 from executor.dispatcher import OrderPlacer
 from executor.stages import FireStamps
@@ -128,5 +127,8 @@ async def _until_the_loop_is_idle() -> None:
 
     Cancellation: checkpoints; a cancelled wait ends the lane like any other cancellation.
     """
+    # Imported here: trio.testing pulls in pytest where it is installed (~0.15 s of start-up).
+    from trio.testing import wait_all_tasks_blocked
+
     with trio.move_on_after(MAX_DEFER_S):
-        await trio.testing.wait_all_tasks_blocked(IDLE_CUSHION_S)
+        await wait_all_tasks_blocked(IDLE_CUSHION_S)

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Final
 
-from executor.exchange import OrderStamps
+from executor.exchange_wire import OrderStamps
 from executor.protocol import WakeMessage
 from executor.rows import LatencyRow, Stage
 
