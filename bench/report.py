@@ -41,6 +41,7 @@ HISTORY_HEADER: Final = (
     "n",
     *(f"{span}_{name}_us" for span in HISTORY_SPANS for name, _ in PERCENTILES),
 )
+RATIO_HEADER: Final = "ratios of median p50 to the trio executor's (same client, same invocation):"
 PACKAGES: Final = (
     "trio",
     "uvloop",
@@ -195,7 +196,7 @@ def summary_lines(series: Sequence[Series]) -> list[str]:
 
 def ratio_lines(medians: dict[tuple[str, str, str], float]) -> list[str]:
     """Each executor's median ``wake_recv`` and ``roundtrip`` p50 over trio's, same client."""
-    lines = ["ratios of median p50 to the trio executor's (same client, same invocation):"]
+    lines = [RATIO_HEADER]
     found = False
     for (executor, client, span), value in medians.items():
         if executor == "trio" or span not in ("wake_recv", "roundtrip"):
