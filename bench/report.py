@@ -222,6 +222,39 @@ def _short_name(executor: str) -> str:
     return "cmd:" + " ".join([Path(words[0]).name, *words[1:]]) if words else executor
 
 
+EXECUTOR_COLOURS: Final = {
+    "trio": "tab:orange",
+    "uvloop": "tab:blue",
+    "asyncio": "tab:green",
+    "in-process": "tab:gray",
+}
+"""One colour per executor in every panel of every picture (others take OTHER_COLOURS in turn)."""
+OTHER_COLOURS: Final = ("tab:purple", "tab:red", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
+CLIENT_STYLES: Final = ("-", "--", ":", "-.")
+"""Line styles told apart by client (or fire kind), in sorted order, the same in every panel."""
+
+
+def plot_styles(series: Sequence[Series]) -> tuple[dict[str, str], dict[str, str]]:
+    """(executor -> colour, client -> line style), fixed for the whole picture."""
+    colours: dict[str, str] = {}
+    others = iter(OTHER_COLOURS * (1 + len(series)))
+    for executor in sorted({item.executor for item in series}):
+        colours[executor] = EXECUTOR_COLOURS.get(executor) or next(others)
+    clients = sorted({item.client for item in series})
+    styles = {client: CLIENT_STYLES[i % len(CLIENT_STYLES)] for i, client in enumerate(clients)}
+    return colours, styles
+
+
+def _log_ticks(axes: Any, ticker: Any, lowest: float, highest: float) -> None:
+    """Plain-number ticks that never overlap: decades, or 1-2-5 within a narrow range."""
+    narrow = highest <= lowest * 30
+    subs = (1.0, 2.0, 5.0) if narrow else (1.0,)
+    axes.xaxis.set_major_locator(ticker.LogLocator(base=10, subs=subs))
+    axes.xaxis.set_minor_formatter(ticker.NullFormatter())
+    axes.xaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    axes.tick_params(axis="x", labelsize=8)
+
+
 def write_plot(path: Path, series: Sequence[Series]) -> str:
     """A log-x CDF per configuration and span, if matplotlib imports; returns what happened."""
     try:
@@ -229,23 +262,36 @@ def write_plot(path: Path, series: Sequence[Series]) -> str:
         matplotlib: Any = importlib.import_module("matplotlib")
         matplotlib.use("Agg")
         plt: Any = importlib.import_module("matplotlib.pyplot")
+        ticker: Any = importlib.import_module("matplotlib.ticker")
     except ImportError:
         return "plot skipped: matplotlib is not installed"
     # One panel per span, one CDF per executor x client in it: pooled over runs.
-    by_span: dict[str, dict[str, list[float]]] = {}
+    colours, styles = plot_styles(series)
+    by_span: dict[str, dict[tuple[str, str], list[float]]] = {}
     for item in series:
-        label = f"{_short_name(item.executor)} x {item.client}"
-        by_span.setdefault(item.span, {}).setdefault(label, []).extend(item.samples_us)
+        key = (item.executor, item.client)
+        by_span.setdefault(item.span, {}).setdefault(key, []).extend(item.samples_us)
     spans = sorted(by_span)
     columns = min(3, len(spans))
     rows = (len(spans) + columns - 1) // columns
     figure, panels = plt.subplots(rows, columns, figsize=(6 * columns, 4.5 * rows), squeeze=False)
     for index, span in enumerate(spans):
         axes = panels[index // columns][index % columns]
-        for label, values in sorted(by_span[span].items()):
+        for (executor, client), values in sorted(by_span[span].items()):
             ordered = sorted(values)
-            axes.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], label=label)
+            axes.plot(
+                ordered,
+                [(i + 1) / len(ordered) for i in range(len(ordered))],
+                label=f"{_short_name(executor)} x {client}",
+                color=colours[executor],
+                linestyle=styles[client],
+                marker="o" if len(ordered) < 30 else None,
+                markersize=3,
+            )
         axes.set_xscale("log")
+        everything = [v for values in by_span[span].values() for v in values if v > 0]
+        if everything:
+            _log_ticks(axes, ticker, min(everything), max(everything))
         axes.set_title(span)
         axes.set_xlabel("duration (µs, log scale)")
         axes.set_ylabel("fraction of samples (runs pooled)")
