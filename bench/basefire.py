@@ -311,7 +311,9 @@ async def _prewarm(
 
 @contextlib.asynccontextmanager
 async def open_fire_path(
-    config: BaselineExchangeConfig, rows: RowWriter
+    config: BaselineExchangeConfig,
+    rows: RowWriter,
+    new_client_order_id: Callable[[], str] = lambda: uuid.uuid4().hex,
 ) -> AsyncIterator[BaselineFirePath]:
     """Load the key, open and pre-warm the session; close it on exit.
 
@@ -333,4 +335,4 @@ async def open_fire_path(
             raise BaselineConfigError(
                 f"exchange {config.base_url}: pre-warm failed: {error!r}"
             ) from None
-        yield BaselineFirePath(session, config, signer, rows)
+        yield BaselineFirePath(session, config, signer, rows, new_client_order_id)
