@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Bootstrap and run trio-executor from a fresh checkout with nothing but Python 3.11+.
 
-    python3 dev.py serve [ARGS...]   start the service (default socket and SQLite file)
+    python3 dev.py serve [ARGS...]   start the service (default socket and SQLite file; the
+                                     in-process fake exchange unless --exchange is given)
     python3 dev.py test [PYTEST ARGS...]   run the whole test suite
     python3 dev.py check             ruff + mypy --strict
     python3 dev.py bench [ARGS...]   run the benchmark (python -m bench)
@@ -58,6 +59,8 @@ def main() -> int:
         defaults = [] if "--socket" in rest else ["--socket", DEFAULT_SOCKET]
         if "--telemetry-db" not in rest:
             defaults += ["--telemetry-db", DEFAULT_DB]
+        if not any(arg == "--exchange" or arg.startswith("--exchange=") for arg in rest):
+            defaults += ["--exchange", "fake"]  # a local try-out never needs an account
         return _run([python, "-m", "executor", "serve", *defaults, *rest])
     if command == "test":
         return _run([python, "-m", "pytest", *rest])

@@ -216,7 +216,10 @@ def identity_problems(counters: dict[str, int]) -> list[str]:
     problems = []
     if c["frames"] != c["accepted"] + c["rejected"]:
         problems.append(f"frames {c['frames']} != accepted + rejected")
+    # The order path's refusals (DISPATCH.md §1); absent from older and C++ exit lines.
+    refused = ("refused_volume", "refused_risk", "refused_permission")
     fires = c["fired"] + c["refused_price"] + c["refused_kill_switch"]
+    fires += sum(c.get(key, 0) for key in refused)
     if delivered != fires:
         problems.append(f"accepted - unacked = {delivered} but fire outcomes = {fires}")
     rows = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import signal
 import sys
 from pathlib import Path
@@ -14,7 +15,9 @@ import structlog
 import trio
 
 from executor import __version__
+from executor.config import ConfigError, add_exchange_arguments, load_settings
 from executor.fire import DEFAULT_CONTRACT_COUNT, FirePath
+from executor.firing import StartupError, load_signer, order_path_factory
 from executor.killswitch import DEFAULT_TTL_S, KillSwitch, killswitch_main
 from executor.server import (
     DEFAULT_GRACE_S,
@@ -83,8 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--contract-count",
         type=_positive_int,
-        default=DEFAULT_CONTRACT_COUNT,
-        help=f"contracts per order (default {DEFAULT_CONTRACT_COUNT})",
+        default=None,
+        help="the fixed contracts per order: shadow fires, fires without an exchange, and the "
+        "floor of sizing (default KALSHI_FIXED_ORDER_CONTRACT_COUNT, else "
+        f"{DEFAULT_CONTRACT_COUNT})",
     )
     serve.add_argument(
         "--grace",
@@ -112,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="console on a terminal, JSON lines otherwise (default auto)",
     )
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="default info")
+    add_exchange_arguments(serve)
     commands.add_parser(
         "killswitch",
         help="engage, release or show the kill switch (see: executor killswitch --help)",
@@ -144,17 +150,32 @@ def configure_logging(log_format: str, level: str) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    try:
+        settings = load_settings(args, os.environ)
+        signer = load_signer(settings.exchange) if settings.exchange.mode == "real" else None
+    except (ConfigError, StartupError) as error:
+        print(f"executor: error: {error}", file=sys.stderr)
+        return 2 if isinstance(error, ConfigError) else 1
     configure_logging(args.log_format, args.log_level)
     kill_switch = (
         KillSwitch(args.kill_switch, ttl_s=args.kill_switch_ttl) if args.kill_switch else None
     )
+    telemetry_db = args.telemetry_db or default_telemetry_db()
+    order_path = None
+    if settings.exchange.mode != "none":
+        order_path = order_path_factory(
+            settings, telemetry_db=telemetry_db, kill_switch=kill_switch, signer=signer
+        )
     config = ServerConfig(
         socket_path=args.socket,
-        telemetry_db=args.telemetry_db or default_telemetry_db(),
-        fire_path=FirePath(kill_switch=kill_switch, contract_count=args.contract_count),
+        telemetry_db=telemetry_db,
+        fire_path=FirePath(
+            kill_switch=kill_switch, contract_count=settings.sizing.fixed_contract_count
+        ),
         grace_s=args.grace,
         telemetry_capacity=args.telemetry_capacity,
         telemetry_linger_s=args.telemetry_linger,
+        order_path=order_path,
     )
     server = ExecutorServer(config)
     # From here on SIGINT/SIGTERM never kill the process: before the signal task listens (and
@@ -163,7 +184,7 @@ def _serve(args: argparse.Namespace) -> int:
         signal.signal(signum, lambda received, _frame: server.note_early_signal(received))
     try:
         trio.run(server.run)
-    except (SocketSetupError, TelemetryOpenError) as error:
+    except (SocketSetupError, TelemetryOpenError, StartupError) as error:
         print(f"executor: error: {error}", file=sys.stderr)
         return 1
     print(server.statistics().counters_line(), file=sys.stderr)
@@ -172,7 +193,9 @@ def _serve(args: argparse.Namespace) -> int:
         f"telemetry rows_written={telemetry.rows_written} "
         f"dropped_ring_full={telemetry.dropped_ring_full} "
         f"dropped_oversized_id={telemetry.dropped_oversized_id} "
-        f"dropped_write_failed={telemetry.dropped_write_failed}",
+        f"dropped_write_failed={telemetry.dropped_write_failed} "
+        f"order_rows_written={telemetry.order_rows_written} "
+        f"order_rows_dropped={telemetry.order_rows_dropped}",
         file=sys.stderr,
     )
     return 0

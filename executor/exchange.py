@@ -447,7 +447,13 @@ def _position(entry: object) -> tuple[str, float]:
 
 
 def _describe(error: Exception) -> str:
+    """``Type: message``; an empty message borrows the first one down the cause chain, since
+    httpx re-raises a TLS failure as a bare ConnectError over trio's BrokenResourceError."""
     detail = str(error)
+    cause = error.__cause__ or error.__context__
+    while not detail and cause is not None:
+        detail = str(cause)
+        cause = cause.__cause__ or cause.__context__
     return f"{type(error).__name__}: {detail}" if detail else type(error).__name__
 
 

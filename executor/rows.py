@@ -1,4 +1,4 @@
-"""The rows telemetry writes: the reference's stage vocabulary and ``latency_events`` rows.
+"""The rows telemetry writes: ``latency_events`` rows, ``orders_fired`` rows and heartbeats.
 
 Plain values with no I/O, shared by the producers (the connection loop, the fire path) and the
 SQLite writer.
@@ -7,7 +7,8 @@ SQLite writer.
 from __future__ import annotations
 
 import enum
-from typing import Final, NamedTuple
+from dataclasses import dataclass
+from typing import Final, NamedTuple, TypeAlias
 
 _DRY_RUN_FALSE_JSON: Final = '{"dry_run": false}'
 _DRY_RUN_TRUE_JSON: Final = '{"dry_run": true}'
@@ -68,3 +69,74 @@ def wake_recv_row(
         duration_ns / 1_000_000,
         _DRY_RUN_TRUE_JSON if dry_run else _DRY_RUN_FALSE_JSON,
     )
+
+
+class OrderStatus(enum.StrEnum):
+    """``orders_fired.status``: the values its CHECK allows."""
+
+    PENDING = "pending"
+    SUBMITTED = "submitted"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    FILLED = "filled"
+    CANCELED = "canceled"
+    ERROR = "error"
+
+
+class OrderRowKind(enum.Enum):
+    """How the writer applies an :class:`OrderRow` (DISPATCH.md §4 steps 4, 7 and 8)."""
+
+    PENDING = "pending"
+    """Plain INSERT of the request, before it is sent."""
+    RESOLUTION = "resolution"
+    """Upsert on ``client_order_id``: every column but it and ``requested_at_ms`` is replaced, so
+    a resolution whose pending row was dropped still lands whole."""
+    REJECTED = "rejected"
+    """Plain INSERT of an order the fire path refused before sending."""
+
+
+@dataclass(frozen=True, slots=True)
+class OrderRow:
+    """One ``orders_fired`` write; every field but ``kind`` is the column of the same name.
+
+    Values are stored as given: the fixed-point strings (``count``, ``price_dollars``, the fill
+    columns) are the caller's to format, and ``None`` is NULL.
+    """
+
+    kind: OrderRowKind
+    correlation_id: str
+    client_order_id: str
+    kalshi_order_id: str | None
+    ticker: str
+    correlation_group: str | None
+    outcome_side: str
+    count: str
+    price_dollars: str
+    time_in_force: str
+    self_trade_prevention_type: str
+    post_only: int | None
+    status: OrderStatus
+    error_message: str | None
+    fill_count: str | None
+    remaining_count: str | None
+    average_fill_price: str | None
+    average_fee_paid: str | None
+    requested_at_ms: int
+    submitted_at_ms: int | None
+    acknowledged_at_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRow:
+    """One ``heartbeats`` row (INSERT OR REPLACE: one row per process)."""
+
+    process: str
+    pid: int
+    started_at_ms: int
+    beat_at_ms: int
+    queue_depth: int
+    dropped_rows: int
+
+
+TelemetryRow: TypeAlias = LatencyRow | OrderRow | HeartbeatRow
+"""Anything the telemetry channel carries."""

@@ -14,10 +14,12 @@ The connection loop itself (read, stamp, decode, ack, record, fire) is ``executo
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
 import socket
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -27,6 +29,7 @@ import trio
 
 from executor.connection import Connection, FrameCounters, PeerGone, serve_frames
 from executor.fire import FirePath
+from executor.firing import OrderPathFactory, StartupError
 from executor.protocol import WakeMessage
 from executor.telemetry import (
     BATCH_LINGER_S,
@@ -62,6 +65,11 @@ class ServerStatistics:
     unacked: int
     fires_cancelled: int
     fire_errors: int
+    refused_volume: int
+    refused_risk: int
+    refused_permission: int
+    dispatch_errors: int
+    shadow_skipped: int
     oversized_frames: int
     connections_opened: int
     connections_open: int
@@ -72,7 +80,10 @@ class ServerStatistics:
             f"frames={self.frames} accepted={self.accepted} rejected={self.rejected} "
             f"fired={self.fired} refused_price={self.refused_price} "
             f"refused_kill_switch={self.refused_kill_switch} unacked={self.unacked} "
-            f"fires_cancelled={self.fires_cancelled} fire_errors={self.fire_errors}"
+            f"fires_cancelled={self.fires_cancelled} fire_errors={self.fire_errors} "
+            f"refused_volume={self.refused_volume} refused_risk={self.refused_risk} "
+            f"refused_permission={self.refused_permission} "
+            f"dispatch_errors={self.dispatch_errors} shadow_skipped={self.shadow_skipped}"
         )
 
 
@@ -96,6 +107,9 @@ class ServerConfig:
     telemetry_capacity: int = CHANNEL_CAPACITY
     telemetry_linger_s: float = BATCH_LINGER_S
     handle_signals: bool = True
+    order_path: OrderPathFactory | None = None
+    """Builds the exchange fire path once telemetry is open (replaces ``fire_path``); None means
+    no exchange: fires are decided and counted, nothing is sent."""
 
 
 class ExecutorServer:
@@ -130,6 +144,11 @@ class ExecutorServer:
             unacked=frames.unacked,
             fires_cancelled=counters.fires_cancelled,
             fire_errors=counters.fire_errors,
+            refused_volume=fires.refused_volume,
+            refused_risk=fires.refused_risk,
+            refused_permission=fires.refused_permission,
+            dispatch_errors=fires.dispatch_errors,
+            shadow_skipped=fires.shadow_skipped,
             oversized_frames=frames.oversized_frames,
             connections_opened=counters.connections_opened,
             connections_open=counters.connections_open,
@@ -196,15 +215,16 @@ class ExecutorServer:
                     # executor the moment its socket appears must get an orderly exit.
                     if self.config.handle_signals:
                         await root.start(self._watch_signals, signals_scope)
-                    listener = bind_unix_listener(socket_path)
-                except BaseException:
-                    signals_scope.cancel()
-                    self._telemetry.close()
-                    raise
-                try:
-                    await self._serve(listener, task_status)
+                    # The exchange side (warm start, pre-warmed client, first account poll) is
+                    # ready before the socket is bound, and closes only after every fire is done.
+                    async with self._open_fire_path(self._telemetry) as fire_path:
+                        self._fire_path = fire_path
+                        listener = bind_unix_listener(socket_path)
+                        try:
+                            await self._serve(listener, task_status)
+                        finally:
+                            remove_socket_file(socket_path)
                 finally:
-                    remove_socket_file(socket_path)
                     signals_scope.cancel()
                     self._telemetry.close()
         except BaseExceptionGroup as group:
@@ -215,6 +235,12 @@ class ExecutorServer:
             raise startup from None
         finally:
             lock.release()
+
+    def _open_fire_path(self, telemetry: Telemetry) -> AbstractAsyncContextManager[FirePath]:
+        if self.config.order_path is not None:
+            return self.config.order_path(telemetry)
+        log.info("no exchange configured: fires are decided and counted, nothing is sent")
+        return contextlib.nullcontext(self._fire_path)
 
     # ---------------------------------------------------------------- tasks
 
@@ -340,7 +366,8 @@ def _sole_startup_error(group: BaseExceptionGroup[BaseException]) -> Exception |
             leaves.append(error)
 
     collect(group)
-    if len(leaves) == 1 and isinstance(leaves[0], (SocketSetupError, TelemetryOpenError)):
+    startup_errors = (SocketSetupError, TelemetryOpenError, StartupError)
+    if len(leaves) == 1 and isinstance(leaves[0], startup_errors):
         return leaves[0]
     return None
 
@@ -357,5 +384,6 @@ __all__ = [
     "ServerConfig",
     "ServerStatistics",
     "SocketSetupError",
+    "StartupError",
     "default_telemetry_db",
 ]

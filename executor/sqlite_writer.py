@@ -2,7 +2,12 @@
 
 Everything here is blocking and runs only in the telemetry worker thread (``executor.telemetry``
 owns the thread discipline): open and initialise the file, commit a batch (falling back to one
-row at a time), close. The tables and columns are the reference system's (TELEMETRY.md).
+row at a time), close. The tables and columns are the reference system's (TELEMETRY.md,
+DISPATCH.md §8).
+
+A batch mixes row types and is written in arrival order in one transaction: runs of latency rows
+go through the multi-row INSERTs (they are nearly every row), order and heartbeat rows (a few per
+fire, one per 10 s) one statement each.
 """
 
 from __future__ import annotations
@@ -13,12 +18,12 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, cast
 
 import structlog
 
 from executor.clock import wall_ms
-from executor.rows import LatencyRow
+from executor.rows import HeartbeatRow, LatencyRow, OrderRow, OrderRowKind, TelemetryRow
 
 BUSY_TIMEOUT_MS: Final = 5000
 """SQLite waits this long (ms) for another writer's lock (the reference poller shares the file)."""
@@ -50,6 +55,49 @@ _SCHEMA: Final = (
     "CREATE INDEX IF NOT EXISTS idx_latency_events_correlation_id"
     " ON latency_events (correlation_id)",
     "CREATE INDEX IF NOT EXISTS idx_latency_events_started_at ON latency_events (started_at_ms)",
+    """CREATE TABLE IF NOT EXISTS orders_fired (
+    id                          INTEGER PRIMARY KEY AUTOINCREMENT,
+    correlation_id              TEXT    NOT NULL,
+    client_order_id             TEXT    NOT NULL UNIQUE,
+    kalshi_order_id             TEXT,
+    ticker                      TEXT    NOT NULL,
+    correlation_group           TEXT,
+    outcome_side                TEXT    NOT NULL CHECK (outcome_side IN ('yes', 'no')),
+    count                       TEXT    NOT NULL CHECK (CAST(count AS REAL) > 0),
+    price_dollars               TEXT    NOT NULL
+        CHECK (CAST(price_dollars AS REAL) > 0 AND CAST(price_dollars AS REAL) < 1),
+    time_in_force               TEXT    NOT NULL
+        CHECK (time_in_force IN ('fill_or_kill', 'good_till_canceled', 'immediate_or_cancel')),
+    self_trade_prevention_type  TEXT    NOT NULL
+        CHECK (self_trade_prevention_type IN ('taker_at_cross', 'maker')),
+    post_only                   INTEGER CHECK (post_only IN (0, 1)),
+    status                      TEXT    NOT NULL CHECK (status IN (
+        'pending', 'submitted', 'accepted', 'rejected', 'filled', 'canceled', 'error'
+    )),
+    error_message               TEXT,
+    fill_count                  TEXT,
+    remaining_count             TEXT,
+    average_fill_price          TEXT,
+    average_fee_paid            TEXT,
+    requested_at_ms             INTEGER NOT NULL,
+    submitted_at_ms             INTEGER,
+    acknowledged_at_ms          INTEGER,
+    created_at_ms               INTEGER NOT NULL
+        DEFAULT (CAST(strftime('%s', 'now') AS INTEGER) * 1000),
+    FOREIGN KEY (correlation_id) REFERENCES correlations (correlation_id)
+)""",
+    "CREATE INDEX IF NOT EXISTS idx_orders_fired_ticker ON orders_fired (ticker)",
+    "CREATE INDEX IF NOT EXISTS idx_orders_fired_status ON orders_fired (status)",
+    "CREATE INDEX IF NOT EXISTS idx_orders_fired_requested_at ON orders_fired (requested_at_ms)",
+    "CREATE INDEX IF NOT EXISTS idx_orders_fired_correlation_id ON orders_fired (correlation_id)",
+    """CREATE TABLE IF NOT EXISTS heartbeats (
+    process         TEXT    PRIMARY KEY,
+    pid             INTEGER NOT NULL,
+    started_at_ms   INTEGER NOT NULL,
+    beat_at_ms      INTEGER NOT NULL,
+    queue_depth     INTEGER NOT NULL,
+    dropped_rows    INTEGER NOT NULL
+)""",
 )
 
 # Constant strings, so sqlite3's statement cache parses each once for the connection's life.
@@ -59,6 +107,51 @@ _INSERT_CORRELATION: Final = (
 _INSERT_LATENCY_EVENT: Final = (
     "INSERT INTO latency_events"
     " (correlation_id, stage, started_at_ms, ended_at_ms, duration_ms, metadata_json)"
+    " VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+_ORDER_COLUMNS: Final = (
+    "correlation_id",
+    "client_order_id",
+    "kalshi_order_id",
+    "ticker",
+    "correlation_group",
+    "outcome_side",
+    "count",
+    "price_dollars",
+    "time_in_force",
+    "self_trade_prevention_type",
+    "post_only",
+    "status",
+    "error_message",
+    "fill_count",
+    "remaining_count",
+    "average_fill_price",
+    "average_fee_paid",
+    "requested_at_ms",
+    "submitted_at_ms",
+    "acknowledged_at_ms",
+)
+"""The ``orders_fired`` columns an order row writes (``id`` and ``created_at_ms`` are defaults)."""
+
+_INSERT_ORDER: Final = (
+    f"INSERT INTO orders_fired ({', '.join(_ORDER_COLUMNS)})"
+    f" VALUES ({', '.join('?' for _ in _ORDER_COLUMNS)})"
+)
+# A resolution replaces everything but its key and the time the request was first made, so it
+# lands whole when its pending row never did, and keeps the pending's requested_at_ms when it did.
+_UPSERT_ORDER: Final = (
+    _INSERT_ORDER
+    + " ON CONFLICT (client_order_id) DO UPDATE SET "
+    + ", ".join(
+        f"{column} = excluded.{column}"
+        for column in _ORDER_COLUMNS
+        if column not in ("client_order_id", "requested_at_ms")
+    )
+)
+_REPLACE_HEARTBEAT: Final = (
+    "INSERT OR REPLACE INTO heartbeats"
+    " (process, pid, started_at_ms, beat_at_ms, queue_depth, dropped_rows)"
     " VALUES (?, ?, ?, ?, ?, ?)"
 )
 
@@ -90,6 +183,83 @@ def _insert_rows(connection: sqlite3.Connection, rows: list[LatencyRow], now_ms:
             connection.execute(correlations_sql, [v for row in chunk for v in (row[0], now_ms)])
             connection.execute(events_sql, [value for row in chunk for value in row])
             start += size
+
+
+def _order_values(row: OrderRow) -> tuple[object, ...]:
+    """The row's values in ``_ORDER_COLUMNS`` order (the status as its plain string)."""
+    return (
+        row.correlation_id,
+        row.client_order_id,
+        row.kalshi_order_id,
+        row.ticker,
+        row.correlation_group,
+        row.outcome_side,
+        row.count,
+        row.price_dollars,
+        row.time_in_force,
+        row.self_trade_prevention_type,
+        row.post_only,
+        str(row.status),
+        row.error_message,
+        row.fill_count,
+        row.remaining_count,
+        row.average_fill_price,
+        row.average_fee_paid,
+        row.requested_at_ms,
+        row.submitted_at_ms,
+        row.acknowledged_at_ms,
+    )
+
+
+def _write_order(connection: sqlite3.Connection, row: OrderRow, now_ms: int) -> None:
+    """Insert (pending, rejected) or upsert (resolution) one order row, its parent first."""
+    connection.execute(_INSERT_CORRELATION, (row.correlation_id, now_ms))
+    statement = _UPSERT_ORDER if row.kind is OrderRowKind.RESOLUTION else _INSERT_ORDER
+    connection.execute(statement, _order_values(row))
+
+
+def _write_heartbeat(connection: sqlite3.Connection, row: HeartbeatRow) -> None:
+    """Replace this process's heartbeat row."""
+    connection.execute(
+        _REPLACE_HEARTBEAT,
+        (
+            row.process,
+            row.pid,
+            row.started_at_ms,
+            row.beat_at_ms,
+            row.queue_depth,
+            row.dropped_rows,
+        ),
+    )
+
+
+def _write_mixed(
+    connection: sqlite3.Connection, rows: list[TelemetryRow], now_ms: int
+) -> tuple[int, int]:
+    """Write ``rows`` in arrival order in the caller's transaction; return (orders, heartbeats).
+
+    Runs of latency rows go to ``_insert_rows`` as slices (the whole list when nothing else is in
+    the batch, the usual case), so the mixed batch costs the latency path one type test per row.
+    """
+    order_rows = heartbeat_rows = 0
+    run_start = 0
+    for index, row in enumerate(rows):
+        if type(row) is LatencyRow:
+            continue
+        if run_start < index:
+            _insert_rows(connection, cast("list[LatencyRow]", rows[run_start:index]), now_ms)
+        if isinstance(row, OrderRow):
+            _write_order(connection, row, now_ms)
+            order_rows += 1
+        elif isinstance(row, HeartbeatRow):
+            _write_heartbeat(connection, row)
+            heartbeat_rows += 1
+        run_start = index + 1
+    if run_start == 0:
+        _insert_rows(connection, cast("list[LatencyRow]", rows), now_ms)
+    elif run_start < len(rows):
+        _insert_rows(connection, cast("list[LatencyRow]", rows[run_start:]), now_ms)
+    return order_rows, heartbeat_rows
 
 
 WRITE_ERRORS: Final = (sqlite3.Error, OSError, ValueError, OverflowError)
@@ -159,9 +329,14 @@ class BatchOutcome:
     """What one batch write achieved; the Trio side turns it into counters and log lines."""
 
     rows_written: int
+    """Latency rows written."""
     committed_as_batch: bool
     failures: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    """``(correlation_id, error)`` for each row dropped."""
+    """``(correlation_id, error)`` for each latency row dropped."""
+    order_rows_written: int = 0
+    order_failures: list[tuple[OrderRow, str]] = dataclasses.field(default_factory=list)
+    """``(row, error)`` for each order row dropped (refused by a CHECK, or the disk failed)."""
+    heartbeat_failures: list[tuple[HeartbeatRow, str]] = dataclasses.field(default_factory=list)
 
 
 def rollback_quietly(connection: sqlite3.Connection) -> None:
@@ -173,41 +348,65 @@ def rollback_quietly(connection: sqlite3.Connection) -> None:
         pass
 
 
-def write_batch(connection: sqlite3.Connection, rows: list[LatencyRow]) -> BatchOutcome:
+def write_batch(connection: sqlite3.Connection, rows: list[TelemetryRow]) -> BatchOutcome:
     """Commit ``rows`` as one transaction; on failure, roll back and retry them one by one."""
     now_ms = wall_ms()
     try:
         connection.execute("BEGIN IMMEDIATE")
-        _insert_rows(connection, rows, now_ms)
+        order_rows, heartbeat_rows = _write_mixed(connection, rows, now_ms)
         connection.execute("COMMIT")
     except WRITE_ERRORS:
         rollback_quietly(connection)
     else:
-        return BatchOutcome(rows_written=len(rows), committed_as_batch=True)
+        return BatchOutcome(
+            rows_written=len(rows) - order_rows - heartbeat_rows,
+            committed_as_batch=True,
+            order_rows_written=order_rows,
+        )
     return write_rows_one_by_one(connection, rows, now_ms)
 
 
 def write_rows_one_by_one(
-    connection: sqlite3.Connection, rows: list[LatencyRow], now_ms: int
+    connection: sqlite3.Connection, rows: list[TelemetryRow], now_ms: int
 ) -> BatchOutcome:
     """Write each row in its own transaction, so one bad row cannot sink the others."""
     give_up_at = time.monotonic() + ROW_RETRY_BUDGET_S
     written = 0
+    order_written = 0
     failures: list[tuple[str, str]] = []
+    order_failures: list[tuple[OrderRow, str]] = []
+    heartbeat_failures: list[tuple[HeartbeatRow, str]] = []
     for row in rows:
         if time.monotonic() > give_up_at:
-            failures.append((row.correlation_id, "row retry budget exhausted"))
-            continue
-        try:
-            connection.execute("BEGIN IMMEDIATE")
-            _insert_rows(connection, [row], now_ms)
-            connection.execute("COMMIT")
-        except WRITE_ERRORS as error:
-            rollback_quietly(connection)
-            failures.append((row.correlation_id, f"{type(error).__name__}: {error}"))
+            error = "row retry budget exhausted"
         else:
-            written += 1
-    return BatchOutcome(rows_written=written, committed_as_batch=False, failures=failures)
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+                _write_mixed(connection, [row], now_ms)
+                connection.execute("COMMIT")
+            except WRITE_ERRORS as failure:
+                rollback_quietly(connection)
+                error = f"{type(failure).__name__}: {failure}"
+            else:
+                if isinstance(row, LatencyRow):
+                    written += 1
+                elif isinstance(row, OrderRow):
+                    order_written += 1
+                continue
+        if isinstance(row, LatencyRow):
+            failures.append((row.correlation_id, error))
+        elif isinstance(row, OrderRow):
+            order_failures.append((row, error))
+        else:
+            heartbeat_failures.append((row, error))
+    return BatchOutcome(
+        rows_written=written,
+        committed_as_batch=False,
+        failures=failures,
+        order_rows_written=order_written,
+        order_failures=order_failures,
+        heartbeat_failures=heartbeat_failures,
+    )
 
 
 def close_database(connection: sqlite3.Connection, path: Path) -> None:

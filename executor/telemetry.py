@@ -20,6 +20,13 @@ A batch whose commit fails is rolled back and retried row by row; a row that sti
 dropped, counted (``dropped_write_failed``) and reported by a rate-limited warning. Every row handed
 to :meth:`Telemetry.record` ends up in exactly one counter: ``rows_written``,
 ``dropped_ring_full``, ``dropped_oversized_id`` or ``dropped_write_failed``.
+
+The same channel carries the ``orders_fired`` audit rows and heartbeats (DISPATCH.md §8). A
+pending order row is droppable (:meth:`Telemetry.record_pending`: its resolution recreates it);
+resolutions and rejections are not (:meth:`Telemetry.record_order` waits for room, bounded, from a
+fire task, never from the connection loop). Order rows are counted apart, in ``order_rows_written``
+and ``order_rows_dropped``, and every dropped one is logged with the row, so the latency identity
+above is untouched. Heartbeats are counted in neither family.
 """
 
 from __future__ import annotations
@@ -27,14 +34,22 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import structlog
 import trio
 
-from executor.rows import LatencyRow, Stage, latency_row, wake_recv_row
+from executor.rows import (
+    HeartbeatRow,
+    LatencyRow,
+    OrderRow,
+    Stage,
+    TelemetryRow,
+    latency_row,
+    wake_recv_row,
+)
 from executor.sqlite_writer import (
     REFERENCE_USER_VERSION,
     TelemetryOpenError,
@@ -65,6 +80,10 @@ CLOSE_TIMEOUT_S: Final = 5.0
 """How long closing the database may take in the worker (seconds): the final WAL checkpoint of a
 few MiB; past it the connection is closed on the Trio thread instead. A guess."""
 
+ORDER_ROW_TIMEOUT_S: Final = 2.0
+"""How long :meth:`Telemetry.record_order` waits for room in the channel (seconds): DISPATCH.md
+§4's bound for a fire task waiting to queue its resolution."""
+
 WARNING_INTERVAL_S: Final = 10.0
 """At most one write-failure warning per this many seconds; a broken disk must not flood the log."""
 
@@ -81,8 +100,11 @@ logger = structlog.get_logger()
 class TelemetryStatistics:
     """A snapshot of the telemetry counters.
 
-    ``batches_committed`` counts batches committed as one transaction (a batch retried row by row
-    does not count); ``queued`` is the rows in the channel at the time of the snapshot.
+    The first four count ``latency_events`` rows only. ``batches_committed`` counts batches
+    committed as one transaction (a batch retried row by row does not count); ``queued`` is the
+    rows in the channel at the time of the snapshot (every kind). ``order_rows_written`` and
+    ``order_rows_dropped`` count ``orders_fired`` rows (dropped: a pending row that found the
+    channel full, an undroppable row that found no room in time, a row the database refused).
     """
 
     rows_written: int
@@ -91,6 +113,8 @@ class TelemetryStatistics:
     dropped_write_failed: int
     queued: int
     batches_committed: int = 0
+    order_rows_written: int = 0
+    order_rows_dropped: int = 0
 
 
 @dataclass(slots=True)
@@ -102,6 +126,8 @@ class _Counters:
     dropped_oversized_id: int = 0
     dropped_write_failed: int = 0
     batches_committed: int = 0
+    order_rows_written: int = 0
+    order_rows_dropped: int = 0
 
 
 class Telemetry:
@@ -110,7 +136,7 @@ class Telemetry:
     __slots__ = ("_closed", "_counters", "_send")
 
     def __init__(
-        self, send: trio.MemorySendChannel[LatencyRow], counters: _Counters, closed: trio.Event
+        self, send: trio.MemorySendChannel[TelemetryRow], counters: _Counters, closed: trio.Event
     ) -> None:
         self._send = send
         self._counters = counters
@@ -127,6 +153,42 @@ class Telemetry:
         except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
             self._counters.dropped_ring_full += 1
 
+    def record_pending(self, row: OrderRow) -> None:
+        """Queue a pending order row, or drop it (ERROR log with the row, counted); never waits.
+
+        Dropping is safe: the resolution upserts the whole row (DISPATCH.md §4 step 4).
+        """
+        try:
+            self._send.send_nowait(row)
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            self._counters.order_rows_dropped += 1
+            logger.error("order row dropped: telemetry channel full", row=row_fields(row))
+
+    async def record_order(
+        self, row: OrderRow | HeartbeatRow, *, timeout_s: float = ORDER_ROW_TIMEOUT_S
+    ) -> None:
+        """Queue an undroppable row, waiting up to ``timeout_s`` for room; never raises.
+
+        An order row that still finds no room (or a closed channel) is logged at ERROR with the
+        whole row and counted in ``order_rows_dropped``; a heartbeat gets one warning. Only fire
+        and background tasks call this, never the connection loop.
+
+        Cancellation: shielded for at most ``timeout_s``, so a fire cut by shutdown still queues
+        its resolution; the caller's cancellation lands at its next checkpoint.
+        """
+        with trio.move_on_after(timeout_s, shield=True):
+            try:
+                await self._send.send(row)
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                pass
+            else:
+                return
+        if isinstance(row, OrderRow):
+            self._counters.order_rows_dropped += 1
+            logger.error("order row dropped: telemetry channel had no room", row=row_fields(row))
+        else:
+            logger.warning("heartbeat row dropped: telemetry channel had no room", row=asdict(row))
+
     def close(self) -> None:
         """Close the send side; the consumer then drains what is queued, commits and returns."""
         self._send.close()
@@ -142,7 +204,17 @@ class Telemetry:
             dropped_write_failed=counters.dropped_write_failed,
             queued=self._send.statistics().current_buffer_used,
             batches_committed=counters.batches_committed,
+            order_rows_written=counters.order_rows_written,
+            order_rows_dropped=counters.order_rows_dropped,
         )
+
+
+def row_fields(row: OrderRow) -> dict[str, Any]:
+    """The order row as a plain dict for a log line (the kind and status as their values)."""
+    fields = asdict(row)
+    fields["kind"] = row.kind.value
+    fields["status"] = str(row.status)
+    return fields
 
 
 def _is_oversized(correlation_id: str) -> bool:
@@ -190,12 +262,56 @@ class _FailureWarnings:
             self._suppressed = 0
 
 
+class _OrderFailureLog:
+    """ERROR lines for order rows the database refused, with the row; rate-limited like
+    :class:`_FailureWarnings` (a broken disk must not flood the log), and heartbeat warnings."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = str(path)
+        self._next_order = float("-inf")
+        self._next_heartbeat = float("-inf")
+        self._suppressed = 0
+
+    def order_dropped(self, row: OrderRow, error: str) -> None:
+        """Report one dropped order row with its content, or count it towards the next report."""
+        now = time.monotonic()
+        if now < self._next_order:
+            self._suppressed += 1
+            return
+        logger.error(
+            "order row dropped: write failed",
+            path=self._path,
+            row=row_fields(row),
+            error=error,
+            suppressed=self._suppressed,
+        )
+        self._suppressed = 0
+        self._next_order = now + WARNING_INTERVAL_S
+
+    def heartbeat_dropped(self, row: HeartbeatRow, error: str) -> None:
+        """One warning per interval for heartbeats that could not be written."""
+        now = time.monotonic()
+        if now >= self._next_heartbeat:
+            logger.warning(
+                "heartbeat row dropped: write failed", path=self._path, row=asdict(row), error=error
+            )
+            self._next_heartbeat = now + WARNING_INTERVAL_S
+
+    def flush(self) -> None:
+        """Report the order drops held back since the last line, if any."""
+        if self._suppressed:
+            logger.error(
+                "order rows dropped: write failed", path=self._path, suppressed=self._suppressed
+            )
+            self._suppressed = 0
+
+
 class _Consumer:
     """Receives rows, batches them and writes each batch in the worker thread."""
 
     def __init__(
         self,
-        receive: trio.MemoryReceiveChannel[LatencyRow],
+        receive: trio.MemoryReceiveChannel[TelemetryRow],
         connection: sqlite3.Connection,
         path: Path,
         counters: _Counters,
@@ -213,7 +329,8 @@ class _Consumer:
         self._linger_s = linger_s
         self._closed = closed if closed is not None else trio.Event()
         self._warnings = _FailureWarnings(path)
-        self._held: list[LatencyRow] = []
+        self._order_failures = _OrderFailureLog(path)
+        self._held: list[TelemetryRow] = []
         """The batch being gathered or written; cleared only once its outcome is counted."""
 
     async def run(self) -> None:
@@ -245,18 +362,31 @@ class _Consumer:
                 return
 
     def discard_remaining(self) -> None:
-        """Count every row still held or queued as failed, then close the receive side."""
-        unwritten = len(self._held)
-        self._held.clear()
+        """Count every row still held or queued as failed, then close the receive side.
+
+        Order rows are each logged at ERROR with the row: they are the audit trail.
+        """
+        leftover = self._held
+        self._held = []
         while True:
             try:
-                self._receive.receive_nowait()
+                leftover.append(self._receive.receive_nowait())
             except (trio.WouldBlock, trio.EndOfChannel):
                 break
-            unwritten += 1
-        # Closing discards the buffer, so it is counted above; later record() calls count as
+        # Closing discards the buffer, so it is counted here; later record() calls count as
         # dropped_ring_full (BrokenResourceError).
         self._receive.close()
+        unwritten = 0
+        for row in leftover:
+            if isinstance(row, LatencyRow):
+                unwritten += 1
+            elif isinstance(row, OrderRow):
+                self._counters.order_rows_dropped += 1
+                logger.error(
+                    "order row not written before shutdown deadline",
+                    path=str(self._path),
+                    row=row_fields(row),
+                )
         if unwritten:
             self._counters.dropped_write_failed += unwritten
             logger.warning(
@@ -274,9 +404,11 @@ class _Consumer:
         # A no-op when the worker closed it; closes it here if the deadline struck first.
         close_database(self._connection, self._path)
         self._warnings.flush()
+        self._order_failures.flush()
 
-    def _hold(self, row: LatencyRow) -> None:
-        if _is_oversized(row.correlation_id):
+    def _hold(self, row: TelemetryRow) -> None:
+        # Only latency rows obey the id limit: an order row is the audit trail and lands whole.
+        if type(row) is LatencyRow and _is_oversized(row.correlation_id):
             self._counters.dropped_oversized_id += 1
         else:
             self._held.append(row)
@@ -301,10 +433,16 @@ class _Consumer:
         counters = self._counters
         counters.rows_written += outcome.rows_written
         counters.dropped_write_failed += len(outcome.failures)
+        counters.order_rows_written += outcome.order_rows_written
+        counters.order_rows_dropped += len(outcome.order_failures)
         if outcome.committed_as_batch:
             counters.batches_committed += 1
         for correlation_id, error in outcome.failures:
             self._warnings.row_dropped(correlation_id, error)
+        for order_row, error in outcome.order_failures:
+            self._order_failures.order_dropped(order_row, error)
+        for heartbeat_row, error in outcome.heartbeat_failures:
+            self._order_failures.heartbeat_dropped(heartbeat_row, error)
 
 
 async def serve_telemetry(
@@ -336,7 +474,7 @@ async def serve_telemetry(
         open_database, path, limiter=one_thread_at_a_time
     )
     counters = _Counters()
-    send, receive = trio.open_memory_channel[LatencyRow](capacity)
+    send, receive = trio.open_memory_channel[TelemetryRow](capacity)
     closed = trio.Event()
     consumer = _Consumer(
         receive, connection, path, counters, batch_max_rows, one_thread_at_a_time, linger_s, closed
@@ -356,13 +494,18 @@ __all__ = [
     "BATCH_LINGER_S",
     "BATCH_MAX_ROWS",
     "CHANNEL_CAPACITY",
+    "ORDER_ROW_TIMEOUT_S",
     "REFERENCE_USER_VERSION",
+    "HeartbeatRow",
     "LatencyRow",
+    "OrderRow",
     "Stage",
     "Telemetry",
     "TelemetryOpenError",
+    "TelemetryRow",
     "TelemetryStatistics",
     "latency_row",
+    "row_fields",
     "serve_telemetry",
     "wake_recv_row",
 ]

@@ -12,9 +12,12 @@ from typing import Any
 import pytest
 import trio
 
+from executor.exchange import ExchangeEndpoint
+from executor.fake_exchange import FakeCredentials, FakeExchange, serve_fake_exchange
 from executor.fire import FirePath
 from executor.protocol import WakeMessage
 from executor.server import ExecutorServer, ServerConfig
+from executor.signer import KalshiSigner
 
 
 def make_wake(correlation_id: str = "corr-1", **overrides: Any) -> WakeMessage:
@@ -97,3 +100,22 @@ async def executor_server(nursery: trio.Nursery, short_dir: Path) -> AsyncIterat
     yield running
     if not running.finished.is_set():
         await running.shutdown()
+
+
+@pytest.fixture(scope="session")
+def fake_credentials(tmp_path_factory: pytest.TempPathFactory) -> FakeCredentials:
+    """One throwaway API key and CA for the session (generating them takes ~0.1 s)."""
+    return FakeCredentials.generate(tmp_path_factory.mktemp("fake-exchange"))
+
+
+@pytest.fixture
+async def fake_exchange(nursery: trio.Nursery, fake_credentials: FakeCredentials) -> FakeExchange:
+    """A fake exchange serving HTTPS on 127.0.0.1 for one test."""
+    exchange: FakeExchange = await nursery.start(serve_fake_exchange, fake_credentials)
+    return exchange
+
+
+def fake_endpoint(exchange: FakeExchange, credentials: FakeCredentials) -> ExchangeEndpoint:
+    """The endpoint an executor uses to trade against ``exchange``."""
+    signer = KalshiSigner(credentials.private_key_path, credentials.key_id)
+    return ExchangeEndpoint(exchange.base_url, credentials.key_id, signer, credentials.ca_file)

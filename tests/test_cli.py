@@ -53,7 +53,16 @@ SERVER_KEYS = (
 )
 """The C++ port's counter keys, in its order; this executor's keys follow them."""
 
-EXTRA_SERVER_KEYS = ("unacked", "fires_cancelled", "fire_errors")
+EXTRA_SERVER_KEYS = (
+    "unacked",
+    "fires_cancelled",
+    "fire_errors",
+    "refused_volume",
+    "refused_risk",
+    "refused_permission",
+    "dispatch_errors",
+    "shadow_skipped",
+)
 """This executor's additions, at the end of the first counter line."""
 
 TELEMETRY_KEYS = (
@@ -63,6 +72,9 @@ TELEMETRY_KEYS = (
     "dropped_write_failed",
 )
 """The second counter line's keys (the C++ port's)."""
+
+EXTRA_TELEMETRY_KEYS = ("order_rows_written", "order_rows_dropped")
+"""This executor's additions (orders_fired rows), at the end of the second counter line."""
 
 
 # ---------------------------------------------------------------- helpers
@@ -231,7 +243,8 @@ def exit_counters(stderr_lines: list[str]) -> tuple[dict[str, int], dict[str, in
     telemetry = parse_counters(stderr_lines[-1], prefix="telemetry ")
     assert tuple(server)[: len(SERVER_KEYS)] == SERVER_KEYS
     assert tuple(server)[len(SERVER_KEYS) :] == EXTRA_SERVER_KEYS
-    assert tuple(telemetry) == TELEMETRY_KEYS
+    assert tuple(telemetry)[: len(TELEMETRY_KEYS)] == TELEMETRY_KEYS
+    assert tuple(telemetry)[len(TELEMETRY_KEYS) :] == EXTRA_TELEMETRY_KEYS
     return server, telemetry
 
 

@@ -447,6 +447,10 @@ async def test_a_new_file_is_stamped_with_the_reference_version_and_wal(tmp_path
         "idx_latency_events_correlation_id",
         "idx_latency_events_stage",
         "idx_latency_events_started_at",
+        "idx_orders_fired_correlation_id",
+        "idx_orders_fired_requested_at",
+        "idx_orders_fired_status",
+        "idx_orders_fired_ticker",
     ]
 
 
