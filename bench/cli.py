@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-from bench.fire import FireRunFacts, fire_lines, run_fire_all
+from bench.fire import FIRE_STAGES, FireRunFacts, fire_lines, run_fire_all
 from bench.fireclient import FirePlan
 from bench.processes import BenchError, executor_spec
 from bench.report import (
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         # The wake_recv/roundtrip ratio block means nothing for fire spans: fire_lines replaces it.
         print("\n".join(line for line in lines[: lines.index(RATIO_HEADER)]))
         print("\n".join(fire_lines(fire_series, fire_facts)))
-        print(write_plot(out / "fire-cdf.png", fire_series))
+        print(write_plot(out / "fire-cdf.png", fire_series, FIRE_STAGES))
     if series and not args.no_history:
         rows = append_history(args.history, series, stamp)
         print(f"history: {rows} rows appended to {args.history}")

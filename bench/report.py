@@ -49,6 +49,9 @@ PACKAGES: Final = (
     "orjson",
     "cryptography",
     "structlog",
+    "httpx",
+    "h11",
+    "aiohttp",
     "trio-executor",
 )
 
@@ -255,8 +258,11 @@ def _log_ticks(axes: Any, ticker: Any, lowest: float, highest: float) -> None:
     axes.tick_params(axis="x", labelsize=8)
 
 
-def write_plot(path: Path, series: Sequence[Series]) -> str:
-    """A log-x CDF per configuration and span, if matplotlib imports; returns what happened."""
+def write_plot(path: Path, series: Sequence[Series], span_order: Sequence[str] = ()) -> str:
+    """A log-x CDF per configuration and span, if matplotlib imports; returns what happened.
+
+    Panels follow ``span_order`` (spans it does not name come after, alphabetically).
+    """
     try:
         # Imported by name: matplotlib is optional and has no stubs in this environment.
         matplotlib: Any = importlib.import_module("matplotlib")
@@ -271,7 +277,8 @@ def write_plot(path: Path, series: Sequence[Series]) -> str:
     for item in series:
         key = (item.executor, item.client)
         by_span.setdefault(item.span, {}).setdefault(key, []).extend(item.samples_us)
-    spans = sorted(by_span)
+    rank = {span: index for index, span in enumerate(span_order)}
+    spans = sorted(by_span, key=lambda span: (rank.get(span, len(rank)), span))
     columns = min(3, len(spans))
     rows = (len(spans) + columns - 1) // columns
     figure, panels = plt.subplots(rows, columns, figsize=(6 * columns, 4.5 * rows), squeeze=False)

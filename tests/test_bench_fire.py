@@ -35,7 +35,9 @@ from bench.fire import (
 from bench.fireclient import FirePlan, fire_cid, interleaved, phase_of
 from bench.frames import wake_message
 from bench.processes import BenchError
+from bench.report import plot_styles
 from bench.rowwriter import RowWriter, open_database
+from bench.runner import Series
 from executor.clock import clock_domain
 from executor.exchange import ExchangeEndpoint, OrderSpec, OrderStamps, open_exchange, order_body
 from executor.fake_exchange import FakeCredentials, FakeExchange, serve_fake_exchange
@@ -278,3 +280,18 @@ async def test_detect_fire_is_absent_when_the_clock_domain_differs(
     assert stages["fire-real-000001"] == ["order_build", "sign", "dispatch_send", "dispatch_ack"]
     assert stages["fire-shadow-000001"] == ["order_build", "sign", "dispatch_send"]
     assert any(r.path.endswith("/orders") and r.status == 201 for r in exchange.received)
+
+
+def test_picture_gives_each_executor_one_colour_and_each_kind_one_style() -> None:
+    """Colours depend on the executor alone and styles on the client alone, all distinct."""
+    series = [
+        Series(1, executor, client, span, 0, (1.0, 2.0))
+        for executor in ("uvloop", "trio", "cmd:x")
+        for client in KINDS
+        for span in ("sign", "detect_fire")
+    ]
+    colours, styles = plot_styles(series)
+    assert set(colours) == {"trio", "uvloop", "cmd:x"}
+    assert len(set(colours.values())) == 3 and colours["trio"] == "tab:orange"
+    assert set(styles) == set(KINDS) and len(set(styles.values())) == len(KINDS)
+    assert plot_styles(list(reversed(series))) == (colours, styles)  # order-independent
