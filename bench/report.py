@@ -220,6 +220,8 @@ def _short_name(executor: str) -> str:
     if not executor.startswith("cmd:"):
         return executor
     words = executor[len("cmd:") :].split()
+    if len(words) >= 4 and words[1:3] == ["-m", "bench.variants"]:
+        return f"trio [{words[3]}]"
     if len(words) >= 3 and words[1:3] == ["-m", "executor"]:
         return "trio " + " ".join(words[4:]) if len(words) > 4 else "trio"
     return "cmd:" + " ".join([Path(words[0]).name, *words[1:]]) if words else executor
@@ -303,10 +305,20 @@ def write_plot(path: Path, series: Sequence[Series], span_order: Sequence[str] =
         axes.set_xlabel("duration (µs, log scale)")
         axes.set_ylabel("fraction of samples (runs pooled)")
         axes.grid(True, which="both", alpha=0.3)
-        axes.legend(fontsize="x-small")
     for index in range(len(spans), rows * columns):
         panels[index // columns][index % columns].set_visible(False)
-    figure.tight_layout()
+    # One legend for the whole picture: a colour per executor, a line style per client or kind.
+    lines: Any = importlib.import_module("matplotlib.lines")
+    handles = [
+        lines.Line2D([], [], color=colour, label=_short_name(executor))
+        for executor, colour in colours.items()
+    ] + [
+        lines.Line2D([], [], color="black", linestyle=style, label=client)
+        for client, style in styles.items()
+    ]
+    legend_rows = (len(handles) + 5) // 6
+    figure.legend(handles=handles, loc="lower center", ncol=6, fontsize="small", frameon=False)
+    figure.tight_layout(rect=(0.0, 0.04 * legend_rows / rows, 1.0, 1.0))
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return f"plot written: {path}"
