@@ -38,6 +38,8 @@ from bench.processes import BenchError
 from bench.report import plot_styles
 from bench.rowwriter import RowWriter, open_database
 from bench.runner import Series
+from bench.variants import VARIANTS
+from bench.variants import main as variants_main
 from executor.clock import clock_domain
 from executor.exchange import ExchangeEndpoint, OrderSpec, OrderStamps, open_exchange, order_body
 from executor.fake_exchange import FakeCredentials, FakeExchange, serve_fake_exchange
@@ -295,3 +297,24 @@ def test_picture_gives_each_executor_one_colour_and_each_kind_one_style() -> Non
     assert len(set(colours.values())) == 3 and colours["trio"] == "tab:orange"
     assert set(styles) == set(KINDS) and len(set(styles.values())) == len(KINDS)
     assert plot_styles(list(reversed(series))) == (colours, styles)  # order-independent
+
+
+def test_tiny_fire_run_reads_the_trio_executors_own_stage_rows(work_dir: Path) -> None:
+    """The Trio executor in real mode against the fake completes exactly, with only stage spans."""
+    out = work_dir / "r"
+    argv = ["--fire-only", "--executors", "trio", "--runs", "1", "--fire-warmup", "1"]
+    argv += ["--fire-shadow", "2", "--fire-real", "2", "--fire-bursts", "0", "--no-history"]
+    assert main([*argv, "--out", str(out)]) == 0
+    summary = _rows(out / "summary.csv")
+    assert {row["span"] for row in summary} == set(FIRE_STAGES)
+    n = {(row["client"], row["span"]): int(row["n"]) for row in summary}
+    assert n[("fire:shadow", "detect_fire")] == 2 and n[("fire:real", "detect_fire")] == 2
+    assert n[("fire:real", "dispatch_ack")] == 2  # every real order was answered by the fake
+    assert ("fire:shadow", "dispatch_ack") not in n
+
+
+def test_variants_refuse_an_unknown_name() -> None:
+    """bench.variants names its variants and refuses anything else before starting an executor."""
+    assert set(VARIANTS) == {"idle-lane", "direct-request"}
+    assert variants_main(["idle-lane+nonsense", "serve"]) == 2
+    assert variants_main([]) == 2
