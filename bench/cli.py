@@ -9,6 +9,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
+from bench.burst import (
+    burst_lines,
+    single_connection_throughput,
+    throughput_lines,
+    write_burst,
+    write_throughput,
+)
 from bench.fire import FIRE_STAGES, FireRunFacts, fire_lines, run_fire_all
 from bench.fireclient import FirePlan
 from bench.processes import BenchError, executor_spec
@@ -21,7 +28,7 @@ from bench.report import (
     write_samples,
     write_summary,
 )
-from bench.runner import CLIENT_SPANS, Series, run_all
+from bench.runner import BURST_CLIENTS, CLIENT_SPANS, Series, run_all
 from bench.throughput import sweep
 
 DEFAULT_HISTORY: Final = Path("bench/history.csv")
@@ -45,6 +52,13 @@ and span (median across runs, with min/median/max across runs; n; warm-up; runs)
 then the ratios of each executor's wake_recv and roundtrip median p50 to trio's.
 Writes summary.csv, samples.csv, machine.txt and (with matplotlib) cdf.png to --out
 and appends to --history. The plan and its confounds: docs/BENCHMARK.md.
+
+--burst: the burst scenario (BENCHMARK.md addendum 2026-11-30). Clients burst-asyncio
+and burst-uvloop (the reference poller's shape on each loop) enqueue warmup+iterations
+wakes back to back, sleep(0) between enqueues, never waiting for an ack; wake_send =
+enqueue -> drain returned. Prints and writes burst.csv (p50/p90/p99/max, deepest queue,
+frames/s per run), then one flat-out flood connection per executor and run for
+--seconds (throughput.csv: acked frames/s, drops).
 
 --fire adds the fire path (--fire-only runs it alone): one fake exchange process
 (python -m executor.fake_exchange) per invocation, every executor pointed at it
@@ -83,9 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--clients",
         type=_names,
-        default=["blocking", "asyncio"],
+        default=None,
         help="comma list of blocking (roundtrip), asyncio (reference-shaped poller,"
-        " wake_send), trio (Trio poller, wake_send); default blocking,asyncio",
+        " wake_send), trio (Trio poller, wake_send), burst-asyncio and burst-uvloop (burst"
+        " poller, wake_send); default blocking,asyncio (with --burst: the two burst clients)",
     )
     parser.add_argument("--iterations", type=int, default=2000, help="kept samples (2000)")
     parser.add_argument("--warmup", type=int, default=200, help="discarded warm-up (200)")
@@ -116,6 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="instead of latency: K pipelined connections per offered rate; reports accepted"
         " frames/s, telemetry rows/s, drops and the highest zero-drop rate",
+    )
+    parser.add_argument(
+        "--burst",
+        action="store_true",
+        help="the burst scenario: burst clients, burst.csv, one-connection flat-out throughput",
     )
     parser.add_argument("--connections", type=int, default=4, help="throughput: K (4)")
     parser.add_argument(
@@ -160,9 +180,12 @@ def main(argv: list[str] | None = None) -> int:
         executors = [executor_spec(name) for name in args.executors]
     except BenchError as error:
         parser.error(str(error))
+    if args.clients is None:
+        args.clients = list(BURST_CLIENTS) if args.burst else ["blocking", "asyncio"]
     unknown = [client for client in args.clients if client not in CLIENT_SPANS]
     if unknown:
-        parser.error(f"unknown client(s) {', '.join(unknown)} (blocking, asyncio, trio)")
+        known = ", ".join(CLIENT_SPANS)
+        parser.error(f"unknown client(s) {', '.join(unknown)} ({known})")
     if args.iterations < 1 or args.warmup < 0 or args.runs < 1:
         parser.error("--iterations and --runs must be >= 1, --warmup >= 0")
     if min(args.fire_warmup, args.fire_shadow, args.fire_real, args.fire_bursts) < 0:
@@ -188,6 +211,11 @@ def main(argv: list[str] | None = None) -> int:
                 components=args.components,
                 progress=_progress,
             )
+        flood = (
+            single_connection_throughput(executors, args.runs, args.seconds, _progress)
+            if args.burst and not args.fire_only
+            else []
+        )
         fire_series: list[Series] = []
         fire_facts: list[FireRunFacts] = []
         if args.fire or args.fire_only:
@@ -208,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     (out / "machine.txt").write_text(machine_facts(load_start, command), encoding="utf-8")
     if series:
         print("\n".join(summary_lines(series)))
+        if args.burst:
+            write_burst(out / "burst.csv", series)
+            write_throughput(out / "throughput.csv", flood)
+            print("\n".join([*burst_lines(series), *throughput_lines(flood)]))
         print(write_plot(out / "cdf.png", series))
     if fire_series:
         lines = summary_lines(fire_series)

@@ -10,6 +10,12 @@ per line to ``--out`` (warm-up included; the harness drops it):
   reader has seen the previous ack, so the span never measures queue depth.
 - ``trio``: the same poller shape on Trio (memory channel, ``send_all``, separate ack reader).
 
+Burst kinds (``burst-asyncio``, ``burst-uvloop``) have the poller's shape but never wait for an
+ack: the producer enqueues ``--frames`` wakes back to back with only ``asyncio.sleep(0)`` between
+them, as the reference's burst harness does; ``wake_send`` = ``sent_at_ns`` stamped before the
+enqueue -> that frame's ``drain()`` returned. They also print a JSON line with the deepest the queue
+got and the burst's frames/s (first enqueue -> last ack read).
+
 ``flood`` is the throughput client: pipelined frames (no waiting for acks) for ``--seconds``, at
 ``--rate`` frames/s (0 = as fast as possible); it prints a JSON line with sent/acked counts.
 """
@@ -28,10 +34,13 @@ from typing import Final
 import trio
 
 from bench.frames import body_length, correlation_id, wake_frame, wake_message
-from executor.protocol import decode_wake_ack, encode_frame
+from executor.protocol import WakeMessage, decode_wake_ack, encode_frame
 
 POLLER_QUEUE: Final = 64
 """The poller's message queue bound (messages); a guess at the reference's order of magnitude."""
+
+BURST_KINDS: Final = ("burst-asyncio", "burst-uvloop")
+"""The burst clients, by event loop (the default asyncio loop and uvloop)."""
 
 
 def _recv_exactly(sock: socket.socket, count: int) -> bytes:
@@ -138,6 +147,49 @@ async def run_trio_poller(socket_path: str, frames: int) -> list[int]:
     return durations
 
 
+async def run_burst_poller(
+    socket_path: str, frames: int, client: str
+) -> tuple[list[int], dict[str, float]]:
+    """Enqueue ``frames`` wakes back to back; each ``wake_send`` in ns and the burst's figures.
+
+    Every ack is read and checked in order by a separate task, so a lost or reordered ack fails
+    the burst rather than shortening it.
+    """
+    reader, writer = await asyncio.open_unix_connection(socket_path)
+    messages: asyncio.Queue[WakeMessage] = asyncio.Queue(maxsize=POLLER_QUEUE)
+    durations: list[int] = []
+
+    async def sender() -> None:
+        for _ in range(frames):
+            message = await messages.get()
+            writer.write(encode_frame(message))
+            await writer.drain()
+            durations.append(time.perf_counter_ns() - message.sent_at_ns)
+
+    async def ack_reader() -> None:
+        for index in range(frames):
+            prefix = await reader.readexactly(4)
+            _check_ack(await reader.readexactly(body_length(prefix)), correlation_id(client, index))
+
+    send_task = asyncio.create_task(sender())
+    read_task = asyncio.create_task(ack_reader())
+    deepest = 0
+    started = time.perf_counter()
+    try:
+        for index in range(frames):
+            message = wake_message(correlation_id(client, index), time.perf_counter_ns())
+            await messages.put(message)
+            deepest = max(deepest, messages.qsize())
+            await asyncio.sleep(0)
+        await asyncio.gather(send_task, read_task)
+    finally:
+        send_task.cancel()
+        read_task.cancel()
+        writer.close()
+    elapsed = time.perf_counter() - started
+    return durations, {"deepest_queue": deepest, "frames_per_s": frames / elapsed}
+
+
 def run_flood(socket_path: str, seconds: float, rate: float) -> dict[str, float]:
     """Pipeline frames for ``seconds`` at ``rate`` frames/s (0: flat out); count sent and acked."""
     acked = 0
@@ -172,7 +224,9 @@ def run_flood(socket_path: str, seconds: float, rate: float) -> dict[str, float]
 def main(argv: list[str] | None = None) -> int:
     """Run one client kind and write its durations (or counts) where asked."""
     parser = argparse.ArgumentParser(prog="python -m bench.client", description=__doc__)
-    parser.add_argument("kind", choices=("blocking", "asyncio", "trio", "flood"))
+    parser.add_argument(
+        "kind", choices=("blocking", "asyncio", "trio", "flood", *BURST_KINDS)
+    )
     parser.add_argument("--socket", required=True, help="executor's Unix socket")
     parser.add_argument("--frames", type=int, default=0, help="frames to send (latency kinds)")
     parser.add_argument("--out", help="file for one duration in ns per line (latency kinds)")
@@ -182,7 +236,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.kind == "flood":
         print(json.dumps(run_flood(args.socket, args.seconds, args.rate)))
         return 0
-    if args.kind == "blocking":
+    if args.kind in BURST_KINDS:
+        burst = run_burst_poller(args.socket, args.frames, args.kind)
+        if args.kind == "burst-uvloop":
+            import uvloop
+
+            durations, figures = uvloop.run(burst)
+        else:
+            durations, figures = asyncio.run(burst)
+        print(json.dumps(figures))
+    elif args.kind == "blocking":
         durations = run_blocking(args.socket, args.frames)
     elif args.kind == "asyncio":
         durations = asyncio.run(run_asyncio_poller(args.socket, args.frames))

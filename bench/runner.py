@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from bench.client import BURST_KINDS
 from bench.components import time_components
 from bench.processes import (
     COMPLETION_TIMEOUT_S,
@@ -21,8 +23,18 @@ from bench.processes import (
     wait_for_rows,
 )
 
-CLIENT_SPANS: Final = {"blocking": "roundtrip", "asyncio": "wake_send", "trio": "wake_send"}
+CLIENT_SPANS: Final = {
+    "blocking": "roundtrip",
+    "asyncio": "wake_send",
+    "trio": "wake_send",
+    "burst-asyncio": "wake_send",
+    "burst-uvloop": "wake_send",
+}
 """The span each client kind measures from outside (the executor always adds ``wake_recv``)."""
+
+BURST_CLIENTS: Final = BURST_KINDS
+"""Clients that enqueue every frame back to back instead of one at a time (BENCHMARK.md addendum
+2026-11-30); they also report the deepest queue and the burst's frames/s."""
 
 CLIENT_TIMEOUT_S: Final = 600.0
 """Longest a latency client may run (s); 2200 paced frames take a second or two."""
@@ -41,10 +53,16 @@ class Series:
     span: str
     warmup: int
     samples_us: tuple[float, ...]
+    figures: tuple[tuple[str, float], ...] = ()
+    """Per-run figures a client reports besides its samples (burst: deepest_queue, frames_per_s)."""
 
 
-def run_client(kind: str, socket_path: str, frames: int, out_path: str) -> list[float]:
-    """Run one latency client process to completion; its durations in microseconds.
+def run_client(
+    kind: str, socket_path: str, frames: int, out_path: str
+) -> tuple[list[float], dict[str, float]]:
+    """Run one latency client process to completion; its durations (µs) and figures.
+
+    The figures are the JSON object a burst client prints last on stdout (empty for the others).
 
     Raises:
         BenchError: the client failed or reported a different number of frames.
@@ -58,7 +76,13 @@ def run_client(kind: str, socket_path: str, frames: int, out_path: str) -> list[
         durations = [int(line) / 1000.0 for line in lines if line.strip()]
     if len(durations) != frames:
         raise BenchError(f"client {kind} timed {len(durations)} of {frames} frames")
-    return durations
+    figures: dict[str, float] = {}
+    if kind in BURST_CLIENTS:
+        try:
+            figures = {k: float(v) for k, v in json.loads(done.stdout.splitlines()[-1]).items()}
+        except (IndexError, ValueError, AttributeError) as error:
+            raise BenchError(f"client {kind} printed no figures: {error}") from None
+    return durations, figures
 
 
 def run_configuration(
@@ -75,7 +99,9 @@ def run_configuration(
         socket_path = os.path.join(directory, "x.sock")
         database_path = os.path.join(directory, "telemetry.db")
         with RunningExecutor(spec, socket_path, database_path) as executor:
-            outside = run_client(client, socket_path, frames, os.path.join(directory, "c.txt"))
+            outside, figures = run_client(
+                client, socket_path, frames, os.path.join(directory, "c.txt")
+            )
             wait_for_rows(database_path, frames, timeout=COMPLETION_TIMEOUT_S)
             status = executor.stop()
         if status != 0:
@@ -90,7 +116,15 @@ def run_configuration(
         raise BenchError(f"{len(inside)} wake_recv rows for {frames} frames after shutdown")
     return [
         Series(run, spec.name, client, "wake_recv", warmup, tuple(inside[warmup:])),
-        Series(run, spec.name, client, CLIENT_SPANS[client], warmup, tuple(outside[warmup:])),
+        Series(
+            run,
+            spec.name,
+            client,
+            CLIENT_SPANS[client],
+            warmup,
+            tuple(outside[warmup:]),
+            tuple(sorted(figures.items())),
+        ),
     ]
 
 

@@ -4,4 +4,6 @@ import sys
 
 from executor.cli import main
 
-sys.exit(main())
+# Guarded: a spawned worker process (the shadow signer's) re-imports the main module.
+if __name__ == "__main__":
+    sys.exit(main())

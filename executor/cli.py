@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import math
 import os
 import signal
@@ -11,10 +10,9 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-import structlog
 import trio
 
-from executor import __version__
+from executor import __version__, logs
 from executor.config import ConfigError, add_exchange_arguments, load_settings
 from executor.fire import DEFAULT_CONTRACT_COUNT, FirePath
 from executor.firing import StartupError, load_signer, order_path_factory
@@ -118,35 +116,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="default info")
     add_exchange_arguments(serve)
+    serve.add_argument(
+        "--log-queue-records",
+        type=_positive_int,
+        default=logs.LOG_QUEUE_RECORDS,
+        help="log records waiting for the stderr writer before new ones are dropped and counted "
+        f"as log_dropped (default {logs.LOG_QUEUE_RECORDS})",
+    )
     commands.add_parser(
         "killswitch",
         help="engage, release or show the kill switch (see: executor killswitch --help)",
         add_help=False,
     )
     return parser
-
-
-def configure_logging(log_format: str, level: str) -> None:
-    """Configure structlog once, for the whole process, writing to stderr."""
-    if log_format == "auto":
-        log_format = "console" if sys.stderr.isatty() else "json"
-    renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
-        if log_format == "console"
-        else structlog.processors.JSONRenderer()
-    )
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        cache_logger_on_first_use=True,
-    )
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -156,7 +138,7 @@ def _serve(args: argparse.Namespace) -> int:
     except (ConfigError, StartupError) as error:
         print(f"executor: error: {error}", file=sys.stderr)
         return 2 if isinstance(error, ConfigError) else 1
-    configure_logging(args.log_format, args.log_level)
+    logs.start_logging(args.log_format, args.log_level, queue_records=args.log_queue_records)
     kill_switch = (
         KillSwitch(args.kill_switch, ttl_s=args.kill_switch_ttl) if args.kill_switch else None
     )
@@ -182,12 +164,22 @@ def _serve(args: argparse.Namespace) -> int:
     # after it stops) they are only noted, and the task turns a noted signal into a shutdown.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda received, _frame: server.note_early_signal(received))
+    startup_error: Exception | None = None
     try:
         trio.run(server.run)
     except (SocketSetupError, TelemetryOpenError, StartupError) as error:
-        print(f"executor: error: {error}", file=sys.stderr)
+        startup_error = error
+    finally:
+        # Queued log lines go out before the lines below, but for a bounded time only: a stalled
+        # reader of stderr must not hold the exit forever (the prints below may then wait on it).
+        logs.stop_logging()
+    if startup_error is not None:
+        print(f"executor: error: {startup_error}", file=sys.stderr)
         return 1
-    print(server.statistics().counters_line(), file=sys.stderr)
+    print(
+        f"{server.statistics().counters_line()} log_dropped={logs.dropped_count()}",
+        file=sys.stderr,
+    )
     telemetry = server.telemetry.statistics()
     print(
         f"telemetry rows_written={telemetry.rows_written} "

@@ -32,6 +32,7 @@ from executor.sizing import SizingConfig
 
 ExchangeMode = Literal["none", "fake", "real"]
 Environment = Literal["demo", "prod"]
+ShadowSigning = Literal["process", "loop"]
 
 DEMO_BASE_URL: Final = "https://external-api.demo.kalshi.co"
 """The demo exchange (Kalshi's recommended host for API traders), used when no URL is set."""
@@ -72,6 +73,7 @@ class ExchangeSettings:
     allow_production: bool = False
     time_in_force: str = "fill_or_kill"
     self_trade_prevention_type: str = "taker_at_cross"
+    shadow_signing: ShadowSigning = "process"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +115,13 @@ def add_exchange_arguments(parser: argparse.ArgumentParser) -> None:
         "(KALSHI_CA_FILE; default: the system trust store)",
     )
     group.add_argument(
+        "--shadow-signing",
+        choices=("process", "loop"),
+        default="process",
+        help="where shadow fires are signed: process (default: a worker process, so a signature "
+        "never holds the event loop) or loop (on the event loop, as real fires are)",
+    )
+    group.add_argument(
         "--environment",
         choices=("demo", "prod"),
         default=None,
@@ -134,7 +143,11 @@ def load_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Setti
     )
     mode = _exchange_mode(getattr(args, "exchange", "auto"), values, environment)
     exchange = _exchange_settings(
-        mode, environment, values, getattr(args, "exchange_ca_file", None)
+        mode,
+        environment,
+        values,
+        getattr(args, "exchange_ca_file", None),
+        cast(ShadowSigning, getattr(args, "shadow_signing", "process")),
     )
     fixed_count = values.number("KALSHI_FIXED_ORDER_CONTRACT_COUNT", int, 1, minimum=1)
     contract_count = getattr(args, "contract_count", None)
@@ -202,7 +215,11 @@ def _credential_names(values: _Values, environment: Environment) -> tuple[str, s
 
 
 def _exchange_settings(
-    mode: ExchangeMode, environment: Environment, values: _Values, ca_flag: Path | None
+    mode: ExchangeMode,
+    environment: Environment,
+    values: _Values,
+    ca_flag: Path | None,
+    shadow_signing: ShadowSigning = "process",
 ) -> ExchangeSettings:
     allow_production = values.flag("KALSHI_ALLOW_PRODUCTION_ORDERS", default=False)
     time_in_force = values.choice(
@@ -224,6 +241,7 @@ def _exchange_settings(
             allow_production=allow_production,
             time_in_force=time_in_force,
             self_trade_prevention_type=self_trade,
+            shadow_signing=shadow_signing,
         )
     if environment == "prod" and not allow_production:
         raise ConfigError(
@@ -246,6 +264,7 @@ def _exchange_settings(
         allow_production=allow_production,
         time_in_force=time_in_force,
         self_trade_prevention_type=self_trade,
+        shadow_signing=shadow_signing,
     )
 
 

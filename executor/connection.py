@@ -1,12 +1,22 @@
 """One connection's frames: read, stamp, decode, ack, record, fire (SERVICE.md, per frame).
 
-The timed span (``wake_recv``) runs from the stamp taken right after a frame's last byte arrived
-to the moment the ack's last byte was handed to the kernel. Inside it there is only decoding,
-encoding the ack, and a non-blocking ``send``; the task waits for writability only if the send
-would block. The Trio checkpoint every loop iteration owes (cancellation, fairness) is taken after
-the span closes: a pipelining connection yields once per frame, so it cannot starve the others.
-"""
+Frames are handled in **batches**: after a read, every frame already complete in the receive
+buffer (at most ``MAX_BATCH_FRAMES``) is stamped, decoded and its ack encoded, one after the
+other; then all their acks go to the kernel in one non-blocking ``send`` (the task waits for
+writability only if it would block); then each acked frame's ``wake_recv`` row is recorded and its
+fire started; then the loop takes one Trio checkpoint (cancellation, fairness), skipped when the
+batch's reads already waited in the scheduler. A paced peer (one frame at a time) makes batches of
+one, exactly the per-frame loop. A frame cut at the buffer's end ends the batch: the acks before it
+go out before its remaining bytes are awaited. A pipelining connection yields once per batch, so
+it delays the others by at most one batch's work.
 
+The timed span (``wake_recv``) of a frame starts when its handling starts (its bytes are in the
+buffer: after the body read) and ends when the last byte of the batch's acks was handed to the
+kernel. So it contains the frame's decode and ack encoding, **the decode and ack encoding of the
+frames after it in the same batch**, and the one ``send``; in a batch of one, exactly the
+per-frame span. Its ack is on the wire no later than that moment, and no fire work of any frame
+of the batch has started.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -16,9 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-import structlog
 import trio
 
+from executor.logs import RateLimitedWarning
 from executor.protocol import (
     MAX_FRAME_BYTES,
     PREFIX_BYTES,
@@ -32,12 +42,19 @@ from executor.protocol import (
 )
 from executor.telemetry import Telemetry, wake_recv_row
 
-log = structlog.get_logger()
-
 RECEIVE_BUFFER_BYTES: Final = 2 * (PREFIX_BYTES + MAX_FRAME_BYTES)
 """One connection's read buffer: room for a whole maximal frame wherever the last one ended."""
 
+MAX_BATCH_FRAMES: Final = 32
+"""Most buffered frames handled between two checkpoints (frames). One scheduler pass, one ack
+``send`` and one batch of rows per this many pipelined frames instead of per frame; at ~10 µs of
+work a frame, another connection waits at most a few hundred µs for its turn. A guess, measured
+in docs/RESULTS.md (2026-11-30)."""
+
 _PEER_GONE: Final = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+
+_oversized_frame_warnings: Final = RateLimitedWarning("oversized frame: closing connection")
+_rejected_frame_warnings: Final = RateLimitedWarning("rejected frame")
 
 
 @dataclass
@@ -104,20 +121,6 @@ class Connection:
         except _PEER_GONE as error:
             raise PeerGone(str(error)) from None
 
-    async def send_all(self, data: bytes, already_sent: int = 0) -> None:
-        """Write the rest of ``data`` (from ``already_sent``), waiting for writability as needed.
-
-        Raises:
-            PeerGone: the peer closed or reset the connection.
-        """
-        view = memoryview(data)[already_sent:]
-        while view:
-            sent = self.send_now(view)
-            if sent == 0:
-                self.waited = True
-                await trio.lowlevel.wait_writable(self.sock)
-            view = view[sent:]
-
     def stop_reading(self) -> None:
         """End an idle wait: the pending read sees end-of-file (used at shutdown)."""
         with contextlib.suppress(OSError):
@@ -139,6 +142,12 @@ async def serve_frames(
 ) -> str:
     """Handle frames until EOF or shutdown; return why the loop ended.
 
+    Frames already complete in the receive buffer are handled as one batch of at most
+    ``MAX_BATCH_FRAMES``: each is stamped, decoded and its ack encoded in turn, then every ack of
+    the batch goes out in one ``send``, then the rows are recorded and the fires started, then the
+    loop takes its one checkpoint. A frame cut at the buffer's end closes the batch: its bytes are
+    awaited only once the acks before it are out.
+
     Args:
         connection: the peer.
         counters: the server-wide frame counters.
@@ -152,10 +161,10 @@ async def serve_frames(
 
     Cancellation: between frames the wait for the next frame is ended at shutdown by
     ``Connection.stop_reading`` rather than by cancellation (a per-frame CancelScope cost ~7 us
-    on the wake-up path); a cancelled ack write counts the frame as ``unacked``.
+    on the wake-up path); a cancelled ack write counts the frames whose acks were not fully
+    handed to the kernel as ``unacked`` (those fully handed over get their row and fire).
     """
-    perf_ns = time.perf_counter_ns
-    wall_ns = time.time_ns
+    batch = _Batch()
     while True:
         connection.waited = False
         if stopping.is_set():
@@ -166,60 +175,184 @@ async def serve_frames(
                 return "shutdown" if stopping.is_set() else "eof"
         finally:
             connection.idle = False
-        prefix_start = connection.start
-        try:
-            length = parse_frame_length(
-                connection.view[prefix_start : prefix_start + PREFIX_BYTES]
-            )
-        except FrameTooLargeError as error:
-            counters.oversized_frames += 1
-            log.warning("oversized frame: closing connection", declared=error.declared)
+        length = _declared_length(connection, counters)
+        if length is None:
             return "oversized frame"
         if not await connection.receive_at_least(PREFIX_BYTES + length):
             return "eof mid-frame"
-        # ---- timed span: stamp -> decode -> ack encode -> ack write ----
+        oversized = _take_buffered_frames(connection, length, batch, counters, stats)
+        try:
+            if not _send_acks_now(connection, batch):
+                await _send_acks_rest(connection, batch)
+        finally:
+            _finish_batch(batch, counters, telemetry, start_fire)
+        if oversized:
+            _declared_length(connection, counters)  # counts it and logs it, after the span
+            return "oversized frame"
+        await _checkpoint_unless_waited(connection)
+
+
+class _Batch:
+    """The frames of one batch between their decode and their fire; reused, never reallocated."""
+
+    __slots__ = ("acks", "done_ns", "messages", "pending", "rejected", "sent_bytes")
+
+    def __init__(self) -> None:
+        self.acks: list[bytes] = []
+        """Every ack of the batch (accepted and rejected), in frame order."""
+        self.messages: list[tuple[WakeMessage, int, int, int]] = []
+        """Per accepted frame: (message, stamp_ns, received_at_ms, where its ack ends in the
+        joined acks)."""
+        self.rejected: list[DecodeError] = []
+        self.pending = b""
+        """The batch's acks joined, as handed to ``send``."""
+        self.sent_bytes = 0
+        """How much of ``pending`` the kernel took (all of it, unless the send failed)."""
+        self.done_ns = 0
+        """``perf_counter_ns()`` once the last ack byte was handed to the kernel (or it failed)."""
+
+
+def _declared_length(connection: Connection, counters: FrameCounters) -> int | None:
+    """The body length the buffered prefix declares; None (logged, counted) when oversized."""
+    start = connection.start
+    try:
+        return parse_frame_length(connection.view[start : start + PREFIX_BYTES])
+    except FrameTooLargeError as error:
+        counters.oversized_frames += 1
+        _oversized_frame_warnings.warning(declared=error.declared)
+        return None
+
+
+def _take_buffered_frames(
+    connection: Connection,
+    length: int,
+    batch: _Batch,
+    counters: FrameCounters,
+    stats: dict[str, int],
+) -> bool:
+    """Stamp, decode and encode the ack of every complete buffered frame, up to the batch size.
+
+    The first frame (body ``length`` bytes) is known to be complete. Returns True when an
+    oversized prefix ended the batch (the connection must close once the batch is acked).
+    """
+    perf_ns = time.perf_counter_ns
+    wall_ns = time.time_ns
+    view = connection.view
+    acks = batch.acks
+    ack_bytes = 0
+    for _ in range(MAX_BATCH_FRAMES):
+        # ---- timed span opens: stamp (the body's bytes are in the buffer) ----
         stamp_ns = perf_ns()
         received_at_ms = wall_ns() // 1_000_000
-        # Re-read the offset: receiving the body may have compacted the buffer.
         body_start = connection.start + PREFIX_BYTES
         connection.start = body_start + length
         counters.frames += 1
         stats["frames"] += 1
         try:
-            message = decode_wake_message(connection.view[body_start : connection.start])
+            message = decode_wake_message(view[body_start : connection.start])
         except DecodeError as error:
             counters.rejected += 1
             stats["rejected"] += 1
-            await connection.send_all(encode_rejected_ack(str(error), received_at_ms))
-            log.warning("rejected frame", field=error.field, reason=str(error))
-            await _checkpoint_unless_waited(connection)
-            continue
-        counters.accepted += 1
-        stats["accepted"] += 1
-        try:
+            ack = encode_rejected_ack(str(error), received_at_ms)
+            batch.rejected.append(error)
+        else:
+            counters.accepted += 1
+            stats["accepted"] += 1
             ack = encode_accepted_ack(message.correlation_id, received_at_ms)
-            sent = connection.send_now(ack)
-            if sent < len(ack):
-                await connection.send_all(ack, sent)
-        except BaseException:
+            batch.messages.append((message, stamp_ns, received_at_ms, ack_bytes + len(ack)))
+        acks.append(ack)
+        ack_bytes += len(ack)
+        # The next frame joins the batch only if all of it is already here.
+        available = connection.end - connection.start
+        if available < PREFIX_BYTES:
+            return False
+        start = connection.start
+        try:
+            next_length = parse_frame_length(view[start : start + PREFIX_BYTES])
+        except FrameTooLargeError:
+            # Counted and logged by the caller once the batch is acked: no log inside the span.
+            return True
+        if available < PREFIX_BYTES + next_length:
+            return False
+        length = next_length
+    return False
+
+
+def _send_acks_now(connection: Connection, batch: _Batch) -> bool:
+    """One non-blocking ``send`` of every ack of the batch; True when the kernel took them all.
+
+    The common case, with no coroutine and no scheduler. Records in ``batch`` how many bytes went
+    out and, once they all have, when.
+
+    Raises:
+        PeerGone: the peer vanished.
+    """
+    acks = batch.acks
+    data = acks[0] if len(acks) == 1 else b"".join(acks)
+    acks.clear()
+    batch.pending = data
+    batch.sent_bytes = 0
+    batch.done_ns = 0
+    batch.sent_bytes = connection.send_now(data)
+    if batch.sent_bytes < len(data):
+        return False
+    # ---- timed span closes for every frame of the batch ----
+    batch.done_ns = time.perf_counter_ns()
+    return True
+
+
+async def _send_acks_rest(connection: Connection, batch: _Batch) -> None:
+    """Wait for writability and send what the kernel did not take; the span closes after it.
+
+    Raises:
+        PeerGone: the peer vanished.
+    """
+    view = memoryview(batch.pending)
+    connection.waited = True
+    while batch.sent_bytes < len(view):
+        await trio.lowlevel.wait_writable(connection.sock)
+        batch.sent_bytes += connection.send_now(view[batch.sent_bytes :])
+    # ---- timed span closes for every frame of the batch ----
+    batch.done_ns = time.perf_counter_ns()
+
+
+def _finish_batch(
+    batch: _Batch,
+    counters: FrameCounters,
+    telemetry: Telemetry,
+    start_fire: Callable[[WakeMessage], None],
+) -> None:
+    """After the send: a row and a fire per acked frame, ``unacked`` for the rest, then warnings.
+
+    After a failed send (peer gone, cancelled), the frames whose acks went out whole still get
+    their row and fire; their span ends when the failure was seen.
+    """
+    done_ns = batch.done_ns or time.perf_counter_ns()
+    batch.pending = b""
+    sent_bytes = batch.sent_bytes
+    ended_at_ms = time.time_ns() // 1_000_000
+    record = telemetry.record
+    for message, stamp_ns, received_at_ms, ack_end in batch.messages:
+        if ack_end > sent_bytes:
             counters.unacked += 1
-            raise
-        done_ns = perf_ns()
-        # ---- span closed ----
-        telemetry.record(
+            continue
+        record(
             wake_recv_row(
                 message.correlation_id,
                 received_at_ms,
-                wall_ns() // 1_000_000,
+                ended_at_ms,
                 done_ns - stamp_ns,
                 message.dry_run,
             )
         )
         start_fire(message)
-        await _checkpoint_unless_waited(connection)
+    batch.messages.clear()
+    for error in batch.rejected:
+        _rejected_frame_warnings.warning(field=error.field, reason=str(error))
+    batch.rejected.clear()
 
 
 async def _checkpoint_unless_waited(connection: Connection) -> None:
-    # Every frame passes through the scheduler once; a frame whose reads already waited did.
+    # Every batch passes through the scheduler once; a batch whose reads already waited did.
     if not connection.waited:
         await trio.lowlevel.checkpoint()

@@ -14,24 +14,54 @@ from __future__ import annotations
 
 import random
 import ssl
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 import httpx
-import orjson
 import structlog
 import trio
 
 from executor.clock import stamp_ns, wall_ms
+from executor.exchange_wire import (
+    BALANCE_PATH,
+    DEFAULT_RETRY,
+    ORDER_PATH,
+    POSITIONS_PATH,
+    ExchangeError,
+    ExchangeTimeout,
+    OrderSpec,
+    OrderStamps,
+    RetryPolicy,
+    error_text,
+    order_body,
+    parse_position,
+    parse_response,
+)
 from executor.signer import HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP, KalshiSigner
+from executor.token_bucket import TokenBucket
 
-ORDER_PATH: Final = "/trade-api/v2/portfolio/events/orders"
-BALANCE_PATH: Final = "/trade-api/v2/portfolio/balance"
-POSITIONS_PATH: Final = "/trade-api/v2/portfolio/positions"
+__all__ = [
+    "BALANCE_PATH",
+    "DEFAULT_RETRY",
+    "ORDER_PATH",
+    "POSITIONS_PATH",
+    "ExchangeClient",
+    "ExchangeEndpoint",
+    "ExchangeError",
+    "ExchangeTimeout",
+    "OrderSpec",
+    "OrderStamps",
+    "RetryPolicy",
+    "TokenBucket",
+    "error_text",
+    "open_exchange",
+    "order_body",
+    "parse_response",
+]
 
 ORDER_TIMEOUT_S: Final = 2.0
 """Total budget of one order attempt, send to last response byte (DISPATCH.md §5)."""
@@ -51,170 +81,15 @@ MAX_CONNECTIONS: Final = 4
 CLOSE_TIMEOUT_S: Final = 2.0
 """How long closing the pool may take at shutdown, shielded from the cancellation that ends it."""
 
-BUCKET_CAPACITY: Final = 100.0
-"""Rate-limit tokens the bucket holds when full (DISPATCH.md §5)."""
-BUCKET_REFILL_PER_S: Final = 100.0
-"""Tokens added per second (DISPATCH.md §5): ten orders a second sustained, a burst of ten."""
 TOKENS_PER_ORDER: Final = 10.0
 """Tokens one order attempt takes (DISPATCH.md §5)."""
 
 MAX_POSITION_PAGES: Final = 1000
 """Positions pages followed before giving up: a cursor that never ends is an exchange bug."""
-MAX_ERROR_TEXT_CHARS: Final = 1000
-"""An error body is quoted up to this many characters: a proxy's HTML page is not an audit row."""
 
 JSON_CONTENT_TYPE: Final = "application/json"
 
 log = structlog.get_logger()
-
-
-@dataclass(frozen=True, slots=True)
-class OrderSpec:
-    """One order's fields, already in wire form; ``order_body`` turns it into the exact bytes.
-
-    ``post_only`` is not a field: it is true exactly when ``time_in_force`` is
-    ``good_till_canceled`` (DISPATCH.md §4 step 3).
-    """
-
-    ticker: str
-    client_order_id: str
-    side: Literal["bid", "ask"]
-    count: int
-    price: str
-    time_in_force: str
-    self_trade_prevention_type: str
-    exchange_index: int
-
-
-def order_body(spec: OrderSpec) -> bytes:
-    """The compact JSON body of DISPATCH.md §5, keys in the order the exchange documents.
-
-    orjson keeps a dict literal's insertion order, which is the §5 order written out below; a
-    golden test holds the bytes.
-
-    Raises:
-        ValueError: ``count`` is below 1 (the exchange and the audit CHECK both refuse it).
-    """
-    if spec.count < 1:
-        raise ValueError(f"order count must be >= 1, got {spec.count}")
-    return orjson.dumps(
-        {
-            "ticker": spec.ticker,
-            "client_order_id": spec.client_order_id,
-            "side": spec.side,
-            "count": f"{spec.count}.00",
-            "price": spec.price,
-            "time_in_force": spec.time_in_force,
-            "self_trade_prevention_type": spec.self_trade_prevention_type,
-            "post_only": spec.time_in_force == "good_till_canceled",
-            "exchange_index": spec.exchange_index,
-        }
-    )
-
-
-@dataclass(slots=True)
-class OrderStamps:
-    """``perf_counter_ns`` stamps of the current attempt (None = not reached) and attempts made.
-
-    The four stamps are reset at the start of every attempt, so a retried order reports the
-    attempt that resolved it, never a mix of two.
-    """
-
-    sign_start_ns: int | None = None
-    sign_end_ns: int | None = None
-    sent_ns: int | None = None
-    ack_ns: int | None = None
-    attempts: int = 0
-
-
-class ExchangeError(Exception):
-    """A request failed; ``str(error)`` is the DISPATCH.md §5 text (it lands in ``error_message``).
-
-    Attributes:
-        status: the HTTP status, or None when no response came (connection error, timeout).
-    """
-
-    def __init__(self, text: str, *, status: int | None = None) -> None:
-        super().__init__(text)
-        self.status = status
-
-
-class ExchangeTimeout(ExchangeError):
-    """No response within the budget. Never retried: the order may have been placed."""
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Which failures an order retries, how often, and how long it waits (DISPATCH.md §5).
-
-    Delay before attempt k+1: ``min(max_delay_s, base_delay_s * 2**(k-1)) * (0.5 + jitter/2)``
-    with ``jitter`` uniform in [0, 1). Connection errors (no status) are always retryable;
-    timeouts never are.
-    """
-
-    max_attempts: int = 3
-    retry_statuses: frozenset[int] = frozenset({429, 500, 502, 503, 504})
-    base_delay_s: float = 0.25
-    max_delay_s: float = 2.0
-
-    def retryable(self, error: ExchangeError) -> bool:
-        """Whether ``error`` may be retried (a timeout never)."""
-        if isinstance(error, ExchangeTimeout):
-            return False
-        return error.status is None or error.status in self.retry_statuses
-
-    def delay_s(self, attempt: int, jitter: float) -> float:
-        """Seconds to wait after failed attempt ``attempt`` (1-based), for ``jitter`` in [0, 1)."""
-        return min(self.max_delay_s, self.base_delay_s * 2.0 ** (attempt - 1)) * (0.5 + jitter / 2)
-
-
-DEFAULT_RETRY: Final = RetryPolicy()
-
-
-class TokenBucket:
-    """A token bucket with FIFO waiters, on Trio's clock.
-
-    Waiters queue on a ``trio.Lock``, which is fair (first come, first served); the holder sleeps
-    until enough tokens have accrued. When nobody waits and tokens suffice, ``acquire`` takes them
-    without a checkpoint, so an uncontended order does not yield the loop to other tasks.
-
-    Cancellation: a cancelled waiter leaves the queue without taking anything.
-    """
-
-    def __init__(
-        self, capacity: float = BUCKET_CAPACITY, refill_per_s: float = BUCKET_REFILL_PER_S
-    ) -> None:
-        if capacity <= 0 or refill_per_s <= 0:
-            raise ValueError("token bucket capacity and refill rate must be positive")
-        self.capacity = capacity
-        self.refill_per_s = refill_per_s
-        self._tokens = capacity
-        self._updated: float | None = None
-        self._lock = trio.Lock()
-
-    def available(self) -> float:
-        """Tokens in the bucket now (after refilling for the time elapsed)."""
-        now = trio.current_time()
-        if self._updated is not None:
-            elapsed = now - self._updated
-            self._tokens = min(self.capacity, self._tokens + elapsed * self.refill_per_s)
-        self._updated = now
-        return self._tokens
-
-    async def acquire(self, tokens: float) -> None:
-        """Take ``tokens``, waiting in line behind earlier callers until they have accrued."""
-        if not 0 < tokens <= self.capacity:
-            raise ValueError(f"cannot take {tokens} tokens from a bucket of {self.capacity}")
-        if not self._lock.locked() and self.available() >= tokens:
-            self._tokens -= tokens
-            return
-        async with self._lock:
-            missing = tokens - self.available()
-            if missing > 0:
-                await trio.sleep(missing / self.refill_per_s)
-                # Credit the wait; float rounding may leave a hair short, which is taken anyway.
-                self.available()
-            self._tokens -= tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,45 +109,8 @@ class ExchangeEndpoint:
     ca_file: Path | None = None
 
 
-def error_text(status: int, reason: str, body: bytes) -> str:
-    """The DISPATCH.md §5 text for a failed response: the exchange's code and message if given."""
-    try:
-        payload = orjson.loads(body) if body else None
-    except orjson.JSONDecodeError:
-        payload = None
-    if isinstance(payload, dict):
-        error = payload.get("error")
-        if isinstance(error, dict) and "code" in error and "message" in error:
-            return f"{status} {error['code']}: {error['message']}"
-    text = body.decode("utf-8", errors="replace").strip()
-    if len(text) > MAX_ERROR_TEXT_CHARS:
-        text = text[:MAX_ERROR_TEXT_CHARS] + "..."
-    return f"{status} {reason}: {text}" if text else f"{status} {reason}"
-
-
-def parse_response(response: httpx.Response) -> dict[str, Any]:
-    """The JSON object of a 2xx response (``{}`` when empty); anything else raises.
-
-    Raises:
-        ExchangeError: a non-2xx status (§5 text), or a 2xx body that is not a JSON object.
-    """
-    status, body = response.status_code, response.content
-    # A server may send an empty reason phrase; the standard one keeps the §5 text readable.
-    reason = response.reason_phrase or httpx.codes.get_reason_phrase(status)
-    if not 200 <= status < 300:
-        raise ExchangeError(error_text(status, reason, body), status=status)
-    if not body.strip():
-        return {}
-    try:
-        payload = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        snippet = body[:200].decode("utf-8", errors="replace")
-        raise ExchangeError(
-            f"{status} {reason}: response is not JSON: {snippet}", status=status
-        ) from None
-    if not isinstance(payload, dict):
-        raise ExchangeError(f"{status} {reason}: response is not a JSON object", status=status)
-    return payload
+AsyncSign = Callable[[str, str, str], Awaitable[str]]
+"""``(timestamp, method, path) -> signature``, awaited (e.g. a worker process's signer)."""
 
 
 class ExchangeClient:
@@ -301,6 +139,8 @@ class ExchangeClient:
         self.retry = retry
         self.limiter = limiter if limiter is not None else TokenBucket()
         self._jitter = jitter
+        self.shadow_signer: AsyncSign | None = None
+        """Signs shadow orders instead of the endpoint's signer when set (another process's)."""
         self._order_timeout = httpx.Timeout(ORDER_TIMEOUT_S, connect=ORDER_CONNECT_TIMEOUT_S)
         self._read_timeout = httpx.Timeout(READ_TIMEOUT_S, connect=READ_CONNECT_TIMEOUT_S)
 
@@ -343,7 +183,10 @@ class ExchangeClient:
             await self.limiter.acquire(TOKENS_PER_ORDER)
         timestamp = str(wall_ms())
         stamps.sign_start_ns = stamp_ns()
-        signature = self._signer.sign(timestamp, "POST", ORDER_PATH)
+        if dry_run and self.shadow_signer is not None:
+            signature = await self.shadow_signer(timestamp, "POST", ORDER_PATH)
+        else:
+            signature = self._signer.sign(timestamp, "POST", ORDER_PATH)
         stamps.sign_end_ns = stamp_ns()
         request = self._http.build_request(
             "POST",
@@ -385,7 +228,7 @@ class ExchangeClient:
             if not isinstance(entries, list):
                 raise ExchangeError("positions response: 'market_positions' is not a list")
             for entry in entries:
-                ticker, contracts = _position(entry)
+                ticker, contracts = parse_position(entry)
                 if contracts:
                     positions[ticker] = contracts
             cursor = payload.get("cursor")
@@ -431,19 +274,6 @@ class ExchangeClient:
             raise ExchangeTimeout(f"timed out: {_describe(error)}") from None
         except httpx.TransportError as error:
             raise ExchangeError(f"connection error: {_describe(error)}") from None
-
-
-def _position(entry: object) -> tuple[str, float]:
-    if not isinstance(entry, dict):
-        raise ExchangeError(f"positions response: entry is not an object: {entry!r:.200}")
-    try:
-        ticker = entry["ticker"]
-        contracts = abs(float(entry["position_fp"]))
-    except (KeyError, TypeError, ValueError):
-        raise ExchangeError(f"positions response: malformed entry {entry!r:.200}") from None
-    if not isinstance(ticker, str):
-        raise ExchangeError(f"positions response: ticker is not a string: {entry!r:.200}")
-    return ticker, contracts
 
 
 def _describe(error: Exception) -> str:

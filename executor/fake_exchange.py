@@ -18,29 +18,22 @@ SIGINT or SIGTERM.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import binascii
-import functools
 import http
 import itertools
-import json
-import math
 import os
-import signal
 import ssl
 import sys
-import tempfile
 import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Final, Literal
 
 import h11
-import orjson
+import structlog
 import trio
 import trustme
 from cryptography.exceptions import InvalidSignature
@@ -48,25 +41,39 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from executor.clock import wall_ms
+from executor.fake_account import (
+    BALANCE_PATH,
+    DEFAULT_BALANCE_CENTS,
+    ORDER_PATH,
+    POSITIONS_PATH,
+    FakeAccount,
+    always_fill,
+    error_body,
+    never_fill,
+)
 
-ORDER_PATH: Final = "/trade-api/v2/portfolio/events/orders"
-BALANCE_PATH: Final = "/trade-api/v2/portfolio/balance"
-POSITIONS_PATH: Final = "/trade-api/v2/portfolio/positions"
-# Written out rather than imported from executor.exchange: the fake checks the transport, so it
-# must not share its constants (a test asserts the two agree).
+__all__ = [
+    "BALANCE_PATH",
+    "DEFAULT_BALANCE_CENTS",
+    "ORDER_PATH",
+    "POSITIONS_PATH",
+    "FakeCredentials",
+    "FakeExchange",
+    "Fault",
+    "ReceivedRequest",
+    "always_fill",
+    "never_fill",
+    "serve_fake_exchange",
+]
 
-DEFAULT_BALANCE_CENTS: Final = 100_000
-"""The account's starting balance in cents: $1,000 (DISPATCH.md §9)."""
 DEFAULT_FRESHNESS_S: Final = 5.0
 """A signed timestamp further than this from now (seconds, either way) is stale: 401."""
-POSITIONS_PAGE_SIZE: Final = 2
-"""Positions per page: small, so every client that reads a few positions follows a cursor."""
 RECEIVE_BYTES: Final = 64 * 1024
 """Read size per ``receive_some``: an order request is a few hundred bytes."""
 MAX_BODY_BYTES: Final = 64 * 1024
-"""Largest request body accepted (413 beyond): an order body is about 250 bytes."""
-FEE_RATE: Final = Decimal("0.07")
-"""Kalshi's taker fee coefficient: fee per contract = ceil_cent(0.07 * p * (1 - p))."""
+"""Largest request body read (beyond it the connection is closed): an order is ~250 bytes."""
+
+log = structlog.get_logger()
 
 # The verifier's parameters, spelled out here so a wrong constant in the signer cannot hide.
 _VERIFY_PADDING: Final = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=32)
@@ -171,34 +178,12 @@ def _write_private(path: Path, data: bytes) -> None:
         file.write(data)
 
 
-def always_fill(order: dict[str, Any]) -> bool:
-    """The default fill rule: every fill_or_kill and immediate_or_cancel order fills in full."""
-    return True
+class FakeExchange(FakeAccount):
+    """The account served over HTTPS; made and served by :func:`serve_fake_exchange`.
 
-
-def never_fill(order: dict[str, Any]) -> bool:
-    """A fill rule that kills every fill_or_kill and immediate_or_cancel order."""
-    return False
-
-
-class _Reply(Exception):
-    """Answer the current request with ``status`` and a Kalshi error body."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-
-
-class FakeExchange:
-    """The fake's state and request handling; made and served by :func:`serve_fake_exchange`.
-
-    Attributes:
+    Attributes (besides the account's ``balance_cents``, ``positions``, ``orders``, ``fill_rule``):
         base_url: ``https://host:port``.
         received: every request, in arrival order.
-        balance_cents: the account balance (settable), debited by fills and their fees.
-        positions: signed contracts per ticker (YES positive), built from fills (settable).
-        orders: the response of every placed order, by ``client_order_id``.
-        fill_rule: order JSON -> fill (True) or kill (False) for fill_or_kill / IOC orders.
         freshness_s: how far a signed timestamp may be from now.
         connections_opened: TLS connections that completed a handshake.
     """
@@ -213,14 +198,11 @@ class FakeExchange:
         fill_rule: Callable[[dict[str, Any]], bool] = always_fill,
         freshness_s: float = DEFAULT_FRESHNESS_S,
     ) -> None:
+        super().__init__(balance_cents=balance_cents, fill_rule=fill_rule)
         self._public_key = public_key
         self.key_id = key_id
         self.base_url = base_url
         self.received: list[ReceivedRequest] = []
-        self.balance_cents = balance_cents
-        self.positions: dict[str, float] = {}
-        self.orders: dict[str, dict[str, Any]] = {}
-        self.fill_rule = fill_rule
         self.freshness_s = freshness_s
         self.connections_opened = 0
         self._faults: deque[Fault] = deque()
@@ -264,6 +246,10 @@ class FakeExchange:
             await self._serve_requests(stream, connection)
         except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError):
             pass  # the client went away or spoke nonsense: nothing to answer
+        except Exception:
+            # A bug here must cost one connection, not the whole fake (serve_listeners would
+            # tear every connection down with it).
+            log.exception("fake exchange: connection failed", connection=connection)
         finally:
             await trio.aclose_forcefully(stream)
 
@@ -271,147 +257,67 @@ class FakeExchange:
         self, stream: trio.SSLStream[trio.SocketStream], connection: int
     ) -> None:
         protocol = h11.Connection(h11.SERVER)
-        while True:
-            request = await _read_request(stream, protocol)
-            if request is None:
-                return
-            head, body = request
-            target = head.target.decode("ascii", errors="replace")
-            path, _, query = target.partition("?")
-            method = head.method.decode("ascii", errors="replace")
-            headers = {name.decode().lower(): value.decode() for name, value in head.headers}
-            verified, auth_error = self.authenticate(method, path, headers)
-            record = ReceivedRequest(
-                method, path, query, headers, body, verified, connection, auth_error=auth_error
-            )
-            self.received.append(record)
-            fault = self._faults.popleft() if self._faults and path == ORDER_PATH else None
+        while (request := await _read_request(stream, protocol)) is not None:
+            record = self._record(*request, connection)
+            fault = self._faults.popleft() if self._faults and record.path == ORDER_PATH else None
             record.fault = fault.kind if fault else None
-            if fault is not None and fault.kind in {"drop", "hang"}:
-                if fault.place and auth_error is None:
-                    self._dispatch(method, path, query, body)
-                if fault.kind == "hang":
-                    while await stream.receive_some(RECEIVE_BYTES):
-                        pass  # answer nothing; return once the client closes
-                return
-            if fault is not None and fault.kind == "latency":
-                await trio.sleep(fault.seconds)
-            if fault is not None and fault.kind == "status":
-                reason = http.HTTPStatus(fault.status).phrase
-                status, payload = (
-                    fault.status,
-                    _error_body(
-                        fault.code or reason.lower().replace(" ", "_"),
-                        fault.message or "injected fault",
-                    ),
-                )
-            elif auth_error is not None:
-                status, payload = 401, _error_body("unauthorized", auth_error)
-            else:
-                if fault is not None and fault.kind == "duplicate":
-                    self._dispatch(method, path, query, body)
-                status, payload = self._dispatch(method, path, query, body)
-            record.status = status
-            await _send_response(stream, protocol, status, payload)
+            answer = await self._answer(record, fault, stream)
+            if answer is None:
+                return  # dropped or hung: the connection ends unanswered
+            record.status, payload = answer
+            await _send_response(stream, protocol, record.status, payload)
             if protocol.our_state is h11.MUST_CLOSE:
                 return
             protocol.start_next_cycle()
 
-    def _dispatch(self, method: str, path: str, query: str, body: bytes) -> tuple[int, bytes]:
-        allowed = {ORDER_PATH: "POST", BALANCE_PATH: "GET", POSITIONS_PATH: "GET"}
-        payload: dict[str, Any]
-        try:
-            if path not in allowed:
-                raise _Reply(404, "not_found", f"no endpoint {path}")
-            if method != allowed[path]:
-                raise _Reply(405, "method_not_allowed", f"{path} takes {allowed[path]}")
-            if path == ORDER_PATH:
-                payload = self._place_order(body)
-            elif path == BALANCE_PATH:
-                payload = {"balance": self.balance_cents}
-            else:
-                payload = self._positions_page(query)
-        except _Reply as reply:
-            return reply.status, _error_body(reply.code, reply.message)
-        return (201 if path == ORDER_PATH else 200), orjson.dumps(payload)
+    def _record(self, head: h11.Request, body: bytes, connection: int) -> ReceivedRequest:
+        path, _, query = head.target.decode("latin-1").partition("?")
+        method = head.method.decode("latin-1")
+        headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in head.headers}
+        verified, auth_error = self.authenticate(method, path, headers)
+        record = ReceivedRequest(
+            method, path, query, headers, body, verified, connection, auth_error=auth_error
+        )
+        self.received.append(record)
+        return record
 
-    def _place_order(self, body: bytes) -> dict[str, Any]:
-        order = _parse_order(body)
-        client_order_id = order["client_order_id"]
-        if client_order_id in self.orders:
-            return self.orders[client_order_id]  # idempotent: the same order again
-        count, price = Decimal(order["count"]), Decimal(order["price"])
-        count_text = f"{count:.2f}"
-        response: dict[str, Any] = {
-            "order_id": uuid.uuid4().hex,
-            "client_order_id": client_order_id,
-            "ticker": order["ticker"],
-            "side": order["side"],
-        }
-        if order["time_in_force"] == "good_till_canceled" or not self.fill_rule(order):
-            resting = order["time_in_force"] == "good_till_canceled"
-            response.update(
-                status="resting" if resting else "canceled",
-                fill_count="0.00",
-                remaining_count=count_text,
-            )
-        else:
-            fee_dollars = Decimal(math.ceil(FEE_RATE * price * (1 - price) * 100)) / 100
-            cost = count * (price if order["side"] == "bid" else 1 - price) + count * fee_dollars
-            cost_cents = math.ceil(cost * 100)
-            if cost_cents > self.balance_cents:
-                raise _Reply(400, "insufficient_balance", f"order costs {cost_cents} cents")
-            self.balance_cents -= cost_cents
-            signed = float(count) if order["side"] == "bid" else -float(count)
-            self.positions[order["ticker"]] = self.positions.get(order["ticker"], 0.0) + signed
-            response.update(
-                status="executed",
-                fill_count=count_text,
-                remaining_count="0.00",
-                average_fill_price=order["price"],
-                average_fee_paid=f"{fee_dollars:.4f}",
-            )
-        self.orders[client_order_id] = response
-        return response
+    async def _answer(
+        self,
+        record: ReceivedRequest,
+        fault: Fault | None,
+        stream: trio.SSLStream[trio.SocketStream],
+    ) -> tuple[int, bytes] | None:
+        """(status, body) for one request, after its fault; None when it must go unanswered.
 
-    def _positions_page(self, query: str) -> dict[str, Any]:
-        cursor = dict(part.partition("=")[::2] for part in query.split("&") if part).get("cursor")
-        start = 0
-        if cursor:
-            if not cursor.isdigit():
-                raise _Reply(400, "invalid_cursor", f"bad cursor {cursor!r}")
-            start = int(cursor)
-        tickers = sorted(self.positions)
-        page = tickers[start : start + POSITIONS_PAGE_SIZE]
-        following = start + POSITIONS_PAGE_SIZE
-        return {
-            "market_positions": [
-                {"ticker": ticker, "position_fp": f"{self.positions[ticker]:.2f}"}
-                for ticker in page
-            ],
-            "cursor": str(following) if following < len(tickers) else "",
-        }
+        Faults come first (they stand for the network and the exchange's front end), then the
+        signature check, then the account.
+        """
+        request = (record.method, record.path, record.query, record.body)
+        kind = fault.kind if fault else None
+        if fault is not None and kind in {"drop", "hang"}:
+            if fault.place and record.auth_error is None:
+                self.answer(*request)
+            if kind == "hang":
+                while await stream.receive_some(RECEIVE_BYTES):
+                    pass  # answer nothing; return once the client closes
+            return None
+        if fault is not None and kind == "latency":
+            await trio.sleep(fault.seconds)
+        if fault is not None and kind == "status":
+            code = fault.code or _reason(fault.status).lower().replace(" ", "_")
+            return fault.status, error_body(code, fault.message or "injected fault")
+        if record.auth_error is not None:
+            return 401, error_body("unauthorized", record.auth_error)
+        if kind == "duplicate":
+            self.answer(*request)
+        return self.answer(*request)
 
 
-def _parse_order(body: bytes) -> dict[str, Any]:
+def _reason(status: int) -> str:
     try:
-        order = orjson.loads(body)
-        fields = {key: order[key] for key in ("ticker", "client_order_id", "side", "time_in_force")}
-        count, price = Decimal(order["count"]), Decimal(order["price"])
-    except (orjson.JSONDecodeError, KeyError, TypeError, InvalidOperation):
-        raise _Reply(400, "invalid_parameters", "malformed order body") from None
-    if not all(isinstance(value, str) for value in fields.values()) or fields["side"] not in {
-        "bid",
-        "ask",
-    }:
-        raise _Reply(400, "invalid_parameters", "malformed order fields")
-    if count <= 0 or not 0 < price < 1:
-        raise _Reply(400, "invalid_parameters", "count must be > 0 and 0 < price < 1")
-    return dict(order)
-
-
-def _error_body(code: str, message: str) -> bytes:
-    return orjson.dumps({"error": {"code": code, "message": message}})
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
 
 
 async def _read_request(
@@ -442,7 +348,7 @@ async def _send_response(
 ) -> None:
     head = h11.Response(
         status_code=status,
-        reason=http.HTTPStatus(status).phrase.encode(),
+        reason=_reason(status).encode(),
         headers=[("content-type", "application/json"), ("content-length", str(len(payload)))],
     )
     data = protocol.send(head) or b""
@@ -482,67 +388,7 @@ async def serve_fake_exchange(
     await trio.serve_listeners(exchange.serve_connection, tls_listeners)
 
 
-async def _run_command(credentials: FakeCredentials, args: argparse.Namespace) -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with trio.open_nursery() as nursery:
-            exchange = await nursery.start(
-                functools.partial(
-                    serve_fake_exchange,
-                    credentials,
-                    host=args.host,
-                    port=args.port,
-                    balance_cents=args.balance_cents,
-                    fill_rule=never_fill if args.fill_rule == "kill" else always_fill,
-                )
-            )
-            line = json.dumps(
-                {
-                    "base_url": exchange.base_url,
-                    "key_id": credentials.key_id,
-                    "private_key_path": str(credentials.private_key_path),
-                    "ca_file": str(credentials.ca_file),
-                }
-            )
-            await trio.to_thread.run_sync(lambda: print(line, flush=True))
-            async for _ in signals:
-                nursery.cancel_scope.cancel()
-                break
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m executor.fake_exchange``: serve until SIGINT/SIGTERM; 0 on a clean stop."""
-    parser = argparse.ArgumentParser(
-        prog="python -m executor.fake_exchange", description="A local fake Kalshi exchange."
-    )
-    parser.add_argument("--port", type=int, required=True, help="TCP port (0 = any free port)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--dir", type=Path, help="where to write the credentials (default: temp)")
-    parser.add_argument("--balance-cents", type=int, default=DEFAULT_BALANCE_CENTS)
-    parser.add_argument("--fill-rule", choices=("fill", "kill"), default="fill")
-    args = parser.parse_args(argv)
-    try:
-        directory = args.dir or Path(tempfile.mkdtemp(prefix="fake-exchange-"))
-        credentials = FakeCredentials.generate(directory)
-        trio.run(_run_command, credentials, args)
-    except KeyboardInterrupt:  # a SIGINT before the signal receiver was installed
-        return 0
-    except (OSError, BaseExceptionGroup) as error:
-        cause = _os_error(error)
-        if cause is None:
-            raise
-        print(f"fake exchange: {cause}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _os_error(error: BaseException) -> OSError | None:
-    """The OSError behind ``error`` (a nursery wraps it in a group), if that is all it is."""
-    if isinstance(error, OSError):
-        return error
-    if isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        return _os_error(error.exceptions[0])
-    return None
-
-
 if __name__ == "__main__":
+    from executor.fake_exchange_cli import main
+
     sys.exit(main())

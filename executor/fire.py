@@ -13,8 +13,12 @@ stage rows. With an exchange (an :class:`OrderPath`) real fires are sized, gated
 
 Shadow fires never delay a real one. A shadow fire is built in its own task (its ``order_build``
 span) and then *offered* to the shadow lane (``executor.shadow_lane``): one task that signs queued
-shadow orders one at a time with a pass through the scheduler between them, so a real fire task
-waits behind at most one shadow signature (0.2-0.3 ms), never a queue of them. Real fires never
+shadow orders one at a time with a pass through the scheduler between them, by default in a
+worker process (``executor.sign_worker``: a signature holds the GIL, and on the loop it would stall
+every connection); signed on the loop instead (``--shadow-signing loop``), a real fire task waits
+behind at most one shadow signature, never a queue of them (measured by
+``python -m bench.shadow_lane``; docs/RESULTS.md). A shadow fire has nothing to await before the
+lane, so it runs in the connection task (``fire_now``), not a task of its own. Real fires never
 enter the lane: they sign in their own task, and shadow fires take no rate-limit token and open no
 connection. When the lane is full the shadow fire is skipped before signing, counted
 ``shadow_skipped`` (a subset of ``fired``), and only its ``order_build`` row is written.
@@ -46,6 +50,7 @@ from executor.account import AccountState
 from executor.clock import wall_ms
 from executor.dispatcher import OrderDispatcher, OrderSink
 from executor.killswitch import KillSwitch
+from executor.logs import RateLimitedWarning
 from executor.order_request import SIDE_FOR_DIRECTION, FireRequest, OrderTemplate, Side
 from executor.protocol import Direction, WakeMessage
 from executor.risk import RiskGate
@@ -54,6 +59,11 @@ from executor.sizing import SizingConfig, contract_count
 from executor.stages import FireStamps, PerfToWall, stage_rows
 
 log = structlog.get_logger()
+
+# Per-fire refusals are rate-limited per kind: a hostile or broken poller must not flood the log.
+_price_refusal_warnings: Final = RateLimitedWarning("fire_refused_price")
+_kill_switch_refusal_warnings: Final = RateLimitedWarning("fire_refused_kill_switch")
+_permission_refusal_warnings: Final = RateLimitedWarning("fire_refused_permission")
 
 FALLBACK_STEP: Final = 0.01
 """Tick used when no range of the market's grid covers the price: one cent."""
@@ -181,6 +191,32 @@ class FirePath:
         """A snapshot of the outcome counters."""
         return FireCounters(**self._counts)
 
+    def fire_now(self, message: WakeMessage) -> FireOutcome | None:
+        """Finish the fire here and now when it has nothing to await; None when it needs a task.
+
+        Nothing to await: a price refusal; a shadow fire with an exchange (sized, built and
+        offered to the shadow lane, or skipped); and, without an exchange, any fire the default
+        no-network dispatcher handles. A real order, a ``rejected`` row to queue, or a custom
+        dispatcher needs a task of its own: then nothing has been counted and the caller runs
+        :meth:`fire` in a task. Starting a task costs more than the fire it would run in these
+        cases (docs/RESULTS.md, 2026-11-30), and a burst of shadow wakes is exactly these cases.
+
+        Cancellation: never checkpoints.
+        """
+        wire_price = self._checked_price(message)
+        if isinstance(wire_price, FireOutcome):
+            return wire_price
+        orders = self.orders
+        if orders is not None:
+            return self._fire_shadow_order(message, wire_price, orders) if message.dry_run else None
+        if self._dispatcher is not no_network_dispatcher:
+            return None
+        if not message.dry_run and self._kill_switch_reason(message) is not None:
+            return FireOutcome.REFUSED_KILL_SWITCH
+        self._request(message, wire_price, self._contract_count)
+        self._counts["fired"] += 1
+        return FireOutcome.FIRED  # the no-network dispatcher would return at once, placing nothing
+
     async def fire(self, message: WakeMessage) -> FireOutcome:
         """Run one accepted wake through the fire path (DISPATCH.md §1).
 
@@ -195,6 +231,23 @@ class FirePath:
         row, which is shielded and bounded; a cancelled real dispatch still writes its
         resolution and stage rows, then ``Cancelled`` propagates.
         """
+        outcome = self.fire_now(message)
+        if outcome is not None:
+            return outcome
+        # fire_now found nothing to refuse on price and counted nothing: the fire needs to await.
+        wire_price = self._checked_price(message)
+        assert not isinstance(wire_price, FireOutcome)
+        if self.orders is not None:
+            return await self._fire_real_order(message, wire_price, self.orders)
+        if not message.dry_run and self._kill_switch_reason(message) is not None:
+            return FireOutcome.REFUSED_KILL_SWITCH
+        request = self._request(message, wire_price, self._contract_count)
+        self._counts["fired"] += 1
+        await self._dispatcher(request)
+        return FireOutcome.FIRED
+
+    def _checked_price(self, message: WakeMessage) -> float | FireOutcome:
+        """The snapped price, or the price refusal (counted and logged) that ends the fire."""
         dry_run = message.dry_run
         price = message.wire_price_yes_dollars
         if not dry_run and not 0.0 < price < 1.0:  # NaN fails the comparison too
@@ -204,64 +257,66 @@ class FirePath:
             return self._refuse_price(message, "price cannot be snapped to a finite tick")
         if not dry_run and not 0.0 < wire_price < 1.0:
             return self._refuse_price(message, "snapped price not strictly between 0 and 1")
-        if self.orders is not None:
-            return await self._fire_order(message, wire_price, self.orders)
-        if not dry_run:
-            reason = self._kill_switch_reason(message)
-            if reason is not None:
-                return FireOutcome.REFUSED_KILL_SWITCH
-        request = self._request(message, wire_price, self._contract_count)
-        self._counts["fired"] += 1
-        await self._dispatcher(request)
-        return FireOutcome.FIRED
+        return wire_price
 
-    async def _fire_order(
-        self, message: WakeMessage, wire_price: float, orders: OrderPath
-    ) -> FireOutcome:
-        dry_run = message.dry_run
-        count = contract_count(
+    def _size(self, message: WakeMessage, orders: OrderPath) -> int:
+        return contract_count(
             orders.sizing,
-            dry_run=dry_run,
+            dry_run=message.dry_run,
             edge=message.edge,
             kalshi_price=message.kalshi_price,
             available_size_contracts=message.available_size_contracts,
             balance_dollars=orders.account.balance_dollars,
         )
-        risk = orders.risk
-        if not dry_run:
-            if count < 1:
-                available = message.available_size_contracts
-                reason = f"insufficient resting volume: {available:g} contracts at the level"
-                rejected = self._request(message, wire_price, orders.sizing.fixed_contract_count)
-                return await self._reject(message, rejected, FireOutcome.REFUSED_VOLUME, reason)
-            request = self._request(message, wire_price, count)
-            switch_reason = self._kill_switch_reason(message)
-            if switch_reason is not None:
-                reason = f"kill switch engaged: {switch_reason}"
-                return await self._reject(message, request, FireOutcome.REFUSED_KILL_SWITCH, reason)
-            if risk is not None:
-                risk_reason = risk.check(
-                    message.market_ticker,
-                    message.direction,
-                    message.exchange_index,
-                    count,
-                    wire_price,
-                    wall_ms(),
-                    message.correlation_group,
-                )
-                if risk_reason is not None:
-                    reason = f"risk gate: {risk_reason}"
-                    return await self._reject(message, request, FireOutcome.REFUSED_RISK, reason)
-        else:
-            request = self._request(message, wire_price, count)
+
+    def _permission_refused(self, message: WakeMessage, orders: OrderPath) -> bool:
         refusal = orders.dispatcher.permission_refusal()
-        if refusal is not None:
-            self._counts["refused_permission"] += 1
-            log.warning("fire_refused_permission", reason=refusal, dry_run=dry_run)
+        if refusal is None:
+            return False
+        self._counts["refused_permission"] += 1
+        _permission_refusal_warnings.warning(reason=refusal, dry_run=message.dry_run)
+        return True
+
+    def _fire_shadow_order(
+        self, message: WakeMessage, wire_price: float, orders: OrderPath
+    ) -> FireOutcome:
+        request = self._request(message, wire_price, self._size(message, orders))
+        if self._permission_refused(message, orders):
             return FireOutcome.REFUSED_PERMISSION
         self._counts["fired"] += 1
-        if dry_run:
-            return self._fire_shadow(message, request, orders)
+        return self._fire_shadow(message, request, orders)
+
+    async def _fire_real_order(
+        self, message: WakeMessage, wire_price: float, orders: OrderPath
+    ) -> FireOutcome:
+        count = self._size(message, orders)
+        if count < 1:
+            available = message.available_size_contracts
+            reason = f"insufficient resting volume: {available:g} contracts at the level"
+            rejected = self._request(message, wire_price, orders.sizing.fixed_contract_count)
+            return await self._reject(message, rejected, FireOutcome.REFUSED_VOLUME, reason)
+        request = self._request(message, wire_price, count)
+        switch_reason = self._kill_switch_reason(message)
+        if switch_reason is not None:
+            reason = f"kill switch engaged: {switch_reason}"
+            return await self._reject(message, request, FireOutcome.REFUSED_KILL_SWITCH, reason)
+        risk = orders.risk
+        if risk is not None:
+            risk_reason = risk.check(
+                message.market_ticker,
+                message.direction,
+                message.exchange_index,
+                count,
+                wire_price,
+                wall_ms(),
+                message.correlation_group,
+            )
+            if risk_reason is not None:
+                reason = f"risk gate: {risk_reason}"
+                return await self._reject(message, request, FireOutcome.REFUSED_RISK, reason)
+        if self._permission_refused(message, orders):
+            return FireOutcome.REFUSED_PERMISSION
+        self._counts["fired"] += 1
         return await self._fire_real(message, request, orders, wire_price)
 
     def _fire_shadow(
@@ -318,8 +373,7 @@ class FirePath:
         self, message: WakeMessage, request: FireRequest, outcome: FireOutcome, reason: str
     ) -> FireOutcome:
         self._counts[outcome.value] += 1
-        log.warning(
-            f"fire_{outcome.value}",
+        _refusal_warnings(outcome).warning(
             reason=reason,
             correlation_id=message.correlation_id,
             market_ticker=message.market_ticker,
@@ -335,8 +389,7 @@ class FirePath:
         reason = self._kill_switch.engaged_reason()
         if reason is not None and self.orders is None:
             self._counts["refused_kill_switch"] += 1
-            log.warning(
-                "fire_refused_kill_switch",
+            _kill_switch_refusal_warnings.warning(
                 reason=reason,
                 correlation_id=message.correlation_id,
                 market_ticker=message.market_ticker,
@@ -361,8 +414,7 @@ class FirePath:
 
     def _refuse_price(self, message: WakeMessage, why: str) -> FireOutcome:
         self._counts["refused_price"] += 1
-        log.warning(
-            "fire_refused_price",
+        _price_refusal_warnings.warning(
             why=why,
             wire_price_yes_dollars=message.wire_price_yes_dollars,
             dry_run=message.dry_run,
@@ -392,3 +444,18 @@ def _snap_or_nan(price: float, ranges: Sequence[Sequence[float]]) -> float:
         return snap_to_grid(price, ranges)
     except (OverflowError, ValueError):  # round(inf) and round(nan)
         return math.nan
+
+
+_refusal_limiters: dict[FireOutcome, RateLimitedWarning] = {}
+
+
+def _refusal_warnings(outcome: FireOutcome) -> RateLimitedWarning:
+    """The rate-limited warning of one refusal kind (``fire_refused_volume`` and so on)."""
+    limiter = _refusal_limiters.get(outcome)
+    if limiter is None:
+        if outcome is FireOutcome.REFUSED_KILL_SWITCH:
+            limiter = _kill_switch_refusal_warnings
+        else:
+            limiter = RateLimitedWarning(f"fire_{outcome.value}")
+        _refusal_limiters[outcome] = limiter
+    return limiter

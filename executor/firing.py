@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
+from typing import Final
 
 import structlog
 import trio
@@ -37,6 +38,7 @@ from executor.fire import FirePath, OrderPath
 from executor.killswitch import KillSwitch
 from executor.risk import RiskGate, load_recent_orders
 from executor.shadow_lane import ShadowLane
+from executor.sign_worker import open_process_signer
 from executor.signer import KalshiSigner, SignerKeyError
 from executor.stages import PerfToWall
 from executor.telemetry import Telemetry
@@ -45,6 +47,13 @@ log = structlog.get_logger()
 
 OrderPathFactory = Callable[[Telemetry], AbstractAsyncContextManager[FirePath]]
 """What the server is given to build its fire path once telemetry is open."""
+
+
+IN_PROCESS_FAKE_BALANCE_CENTS: Final = 10_000
+"""The in-process fake's starting balance (cents): $100, not the fake's usual $1,000. With the
+reference's default sizing (2% of the balance per order) and position limit (5 contracts per
+ticker), $1,000 sizes a typical wake (edge 0.06 at 0.56) to 35 contracts and the risk gate refuses
+every one; $100 sizes it to 3, so ``--exchange fake`` shows orders filling out of the box."""
 
 
 class StartupError(Exception):
@@ -112,6 +121,12 @@ async def open_order_path(
                         f"exchange {endpoint.base_url} cannot be reached: "
                         f"{str(error) or type(error).__name__}"
                     ) from None
+                if exchange.shadow_signing == "process":
+                    process_signer = await stack.enter_async_context(
+                        open_process_signer(endpoint.signer.private_key_path, endpoint.key_id)
+                    )
+                    client.shadow_signer = process_signer.sign
+                    log.info("shadow fires sign in a worker process")
                 fire_path = _fire_path(settings, telemetry, kill_switch, client, risk)
                 orders = fire_path.orders
                 assert orders is not None
@@ -180,7 +195,11 @@ async def _endpoint(
         directory = Path(tempfile.mkdtemp(prefix="executor-fake-"))  # 0700: private
         stack.callback(shutil.rmtree, directory, True)
         credentials = await trio.to_thread.run_sync(FakeCredentials.generate, directory)
-        fake = await services.start(functools.partial(serve_fake_exchange, credentials))
+        fake = await services.start(
+            functools.partial(
+                serve_fake_exchange, credentials, balance_cents=IN_PROCESS_FAKE_BALANCE_CENTS
+            )
+        )
         fake_signer = await trio.to_thread.run_sync(
             KalshiSigner, credentials.private_key_path, credentials.key_id
         )

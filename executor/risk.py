@@ -279,8 +279,7 @@ class RiskGate:
         self._prune(now_ms)
         if len(self._hour) >= limits.max_attempts_per_hour:
             return (
-                f"{len(self._hour)} attempts in the last hour"
-                f" (max {limits.max_attempts_per_hour})"
+                f"{len(self._hour)} attempts in the last hour (max {limits.max_attempts_per_hour})"
             )
         if len(self._day) >= limits.max_attempts_per_day:
             return f"{len(self._day)} attempts in the last 24h (max {limits.max_attempts_per_day})"

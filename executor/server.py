@@ -337,6 +337,14 @@ class ExecutorServer:
             log.info("connection closed", connection=conn_id, reason=reason, **stats)
 
     def _start_fire(self, message: WakeMessage) -> None:
+        # A fire with nothing to await ends here (FirePath.fire_now); the rest get a task each.
+        try:
+            if self._fire_path.fire_now(message) is not None:
+                return
+        except Exception:
+            self._counters.fire_errors += 1
+            log.exception("fire failed", correlation_id=message.correlation_id)
+            return
         fires = self._fires_nursery
         assert fires is not None
         fires.start_soon(self._fire, message)

@@ -4,10 +4,13 @@ A shadow fire (``dry_run``) is built in its own fire task and then offered to th
 memory channel drained by one task, which signs each queued order through the transport
 (``place_order(..., dry_run=True)`` stops right after the ``sent`` stamp, before any network I/O),
 runs the job's ``finish`` callback (its stage rows) and passes through the scheduler before the
-next one. Signing holds the GIL for 0.2-0.3 ms; with one signer and a checkpoint between jobs, a
-real fire task that becomes runnable waits for at most one shadow signature, never for a queue of
-them. When the channel is full the offer fails and the fire path skips the shadow fire before
-signing (``shadow_skipped``): a lost measurement costs nothing, a late order does.
+next one. By default the transport hands a shadow order's signature to a worker process
+(``executor.sign_worker``), so the lane waits on a pipe while the loop serves everyone else. With
+``--shadow-signing loop`` the signature is made on the loop and holds the GIL for 0.2-1.3 ms; with
+one signer and a checkpoint between jobs, a real fire task that becomes runnable then waits for at
+most one shadow signature, never for a queue of them. When the channel is full the offer fails
+and the fire path skips the shadow fire before signing (``shadow_skipped``): a lost measurement
+costs nothing, a late order does.
 """
 
 from __future__ import annotations

@@ -185,9 +185,11 @@ class Telemetry:
                 return
         if isinstance(row, OrderRow):
             self._counters.order_rows_dropped += 1
-            logger.error("order row dropped: telemetry channel had no room", row=row_fields(row))
+            logger.error("order row dropped: telemetry channel full or closed", row=row_fields(row))
         else:
-            logger.warning("heartbeat row dropped: telemetry channel had no room", row=asdict(row))
+            logger.warning(
+                "heartbeat row dropped: telemetry channel full or closed", row=asdict(row)
+            )
 
     def close(self) -> None:
         """Close the send side; the consumer then drains what is queued, commits and returns."""
@@ -376,17 +378,25 @@ class _Consumer:
         # Closing discards the buffer, so it is counted here; later record() calls count as
         # dropped_ring_full (BrokenResourceError).
         self._receive.close()
-        unwritten = 0
+        unwritten = heartbeats = 0
         for row in leftover:
             if isinstance(row, LatencyRow):
                 unwritten += 1
-            elif isinstance(row, OrderRow):
+            elif isinstance(row, HeartbeatRow):
+                heartbeats += 1
+            else:
                 self._counters.order_rows_dropped += 1
                 logger.error(
                     "order row not written before shutdown deadline",
                     path=str(self._path),
                     row=row_fields(row),
                 )
+        if heartbeats:
+            logger.warning(
+                "heartbeat rows not written before shutdown deadline",
+                path=str(self._path),
+                rows=heartbeats,
+            )
         if unwritten:
             self._counters.dropped_write_failed += unwritten
             logger.warning(

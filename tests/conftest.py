@@ -12,12 +12,19 @@ from typing import Any
 import pytest
 import trio
 
+from executor import logs
 from executor.exchange import ExchangeEndpoint
 from executor.fake_exchange import FakeCredentials, FakeExchange, serve_fake_exchange
 from executor.fire import FirePath
 from executor.protocol import WakeMessage
 from executor.server import ExecutorServer, ServerConfig
 from executor.signer import KalshiSigner
+
+
+@pytest.fixture(autouse=True)
+def fresh_rate_limits() -> None:
+    """Every test starts with a fresh budget of rate-limited warnings (their kinds are global)."""
+    logs.reset_rate_limits()
 
 
 def make_wake(correlation_id: str = "corr-1", **overrides: Any) -> WakeMessage:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import bench.client
 import bench.runner
 from bench.cli import build_parser, main
 from bench.processes import BenchError, executor_spec
@@ -198,3 +199,90 @@ def test_throughput_counts_every_acked_frame(out_dir: Path) -> None:
     assert result.sent > 0 and result.acked == result.sent
     assert result.rows_written + result.drops == result.acked
     assert "drops=" in result.line()
+
+
+def test_burst_scenario_completes_exactly_and_writes_its_files(
+    out_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--burst drives both burst clients to exact completion and writes burst.csv and throughput."""
+    argv = ["--burst", "--executors", "trio,uvloop", "--iterations", "20", "--warmup", "5"]
+    argv += ["--runs", "1", "--seconds", "0.3", "--no-components", "--no-history"]
+    assert main([*argv, "--out", str(out_dir / "r")]) == 0
+    summary = _rows(out_dir / "r" / "summary.csv")
+    assert {(r["executor"], r["client"], r["span"]) for r in summary} == {
+        (executor, client, span)
+        for executor in ("trio", "uvloop")
+        for client in ("burst-asyncio", "burst-uvloop")
+        for span in ("wake_recv", "wake_send")
+    }
+    assert {(r["n"], r["warmup"]) for r in summary} == {("20", "5")}
+    samples = _rows(out_dir / "r" / "samples.csv")
+    burst_path = out_dir / "r" / "burst.csv"
+    assert _header(burst_path) == (
+        "run,executor,client,n,warmup,p50_us,p90_us,p99_us,max_us,deepest_queue,frames_per_s"
+    )
+    burst = _rows(burst_path)
+    assert len(burst) == 4
+    for row in burst:
+        kept = [
+            float(s["duration_us"])
+            for s in samples
+            if (s["executor"], s["client"], s["span"])
+            == (row["executor"], row["client"], "wake_send")
+        ]
+        assert len(kept) == int(row["n"]) == 20
+        assert float(row["p99_us"]) == percentile(kept, 0.99)
+        assert float(row["max_us"]) == max(kept)
+        assert 1 <= int(row["deepest_queue"]) <= bench.client.POLLER_QUEUE
+        assert float(row["frames_per_s"]) > 0
+    throughput = _rows(out_dir / "r" / "throughput.csv")
+    assert [r["executor"] for r in throughput] == ["trio", "uvloop"]
+    for row in throughput:
+        assert row["connections"] == "1"
+        assert int(row["acked"]) == int(row["sent"]) > 0
+        assert int(row["rows_written"]) + int(row["drops"]) == int(row["acked"])
+    printed = capsys.readouterr().out
+    assert "burst wake_send" in printed and "one connection, flat out" in printed
+
+
+def test_unknown_burst_client_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """A misspelt burst client is a usage error naming the burst clients that exist."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--burst", "--clients", "burst-trio", "--no-history"])
+    assert exit_info.value.code == 2
+    assert "burst-asyncio" in capsys.readouterr().err
+
+
+def _misacking_executor(directory: Path) -> str:
+    """A ``cmd:`` executor: the baseline, but its third ack echoes the wrong correlation id."""
+    script = directory / "misacking_executor.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import sys
+            sys.path.insert(0, {str(REPO)!r})
+            import bench.baseline
+
+            original = bench.baseline.encode_accepted_ack
+            seen = []
+
+            def encode(correlation_id, received_at_ms):
+                seen.append(correlation_id)
+                if len(seen) == 3:
+                    correlation_id = "not-" + correlation_id
+                return original(correlation_id, received_at_ms)
+
+            bench.baseline.encode_accepted_ack = encode
+            sys.exit(bench.baseline.main(sys.argv[1:]))
+            """
+        ),
+        encoding="utf-8",
+    )
+    return f"cmd:{sys.executable} {script}"
+
+
+def test_burst_with_a_wrong_ack_is_an_error(out_dir: Path) -> None:
+    """A burst whose executor echoes one wrong correlation id fails instead of timing the rest."""
+    spec = executor_spec(_misacking_executor(out_dir))
+    with pytest.raises(BenchError, match="unexpected ack"):
+        bench.runner.run_configuration(spec, "burst-uvloop", 1, 2, 8)

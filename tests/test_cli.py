@@ -62,6 +62,7 @@ EXTRA_SERVER_KEYS = (
     "refused_permission",
     "dispatch_errors",
     "shadow_skipped",
+    "log_dropped",
 )
 """This executor's additions, at the end of the first counter line."""
 

@@ -15,9 +15,6 @@ from test_cli import Spawner, assert_one_line_failure, exit_counters, request_al
 
 from executor.clock import clock_domain
 
-ONE_CONTRACT_ENV = {"KALSHI_KELLY_FRACTION": "0"}
-"""Sizing at the fixed count: the fake's $1,000 would otherwise size past the position limit."""
-
 
 @pytest.fixture
 def spawner(short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Spawner]:
@@ -25,8 +22,6 @@ def spawner(short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Spawne
     for name in list(os.environ):
         if name.startswith("KALSHI_"):
             monkeypatch.delenv(name)
-    for name, value in ONE_CONTRACT_ENV.items():
-        monkeypatch.setenv(name, value)
     spawner = Spawner(short_dir)
     try:
         yield spawner
@@ -37,7 +32,8 @@ def spawner(short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Spawne
 def test_fake_exchange_serve_writes_orders_and_stage_rows(
     spawner: Spawner, short_dir: Path
 ) -> None:
-    """``--exchange fake``: a real and a shadow wake leave order and stage rows; SIGTERM exits 0."""
+    """``--exchange fake`` with default settings: a real wake fills, sized from the in-process
+    fake's $100 account (3 contracts), and a shadow wake leaves stage rows; SIGTERM exits 0."""
     socket_path, db_path = short_dir / "x.sock", short_dir / "t.db"
     executor = spawner.serve(socket_path, db_path, "--exchange", "fake")
     same_clock = {"recv_ns": time.perf_counter_ns(), "clock_domain": clock_domain()}
@@ -60,13 +56,13 @@ def test_fake_exchange_serve_writes_orders_and_stage_rows(
     assert server["accepted"] - server["unacked"] == server["fired"] + refused
     assert telemetry["order_rows_written"] == 2  # pending + resolution
     with sqlite3.connect(db_path) as db:
-        orders = db.execute("SELECT correlation_id, status FROM orders_fired").fetchall()
+        orders = db.execute("SELECT correlation_id, status, count FROM orders_fired").fetchall()
         stages = db.execute(
             "SELECT correlation_id, stage FROM latency_events WHERE stage != 'wake_recv'"
         ).fetchall()
         beats = db.execute("SELECT process FROM heartbeats").fetchall()
     db.close()
-    assert orders == [("sub-real", "filled")]
+    assert orders == [("sub-real", "filled", "3.00")]
     assert sorted(stage for cid, stage in stages if cid == "sub-real") == sorted(
         ["order_build", "sign", "dispatch_send", "dispatch_ack", "detect_fire"]
     )

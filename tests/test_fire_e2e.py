@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +17,26 @@ import orjson
 import pytest
 import trio
 from conftest import RunningServer, make_wake, start_server
+from order_fakes import FakePlacer
 
 from executor.client import connect
 from executor.clock import clock_domain
 from executor.config import ExchangeSettings, Settings
+from executor.dispatcher import OrderDispatcher, OrderPolicy
 from executor.exchange import ORDER_PATH
 from executor.fake_exchange import FakeCredentials, FakeExchange, Fault, never_fill
+from executor.fire import FirePath
 from executor.firing import StartupError, order_path_factory
+from executor.order_request import FireRequest, OrderTemplate
 from executor.protocol import WakeMessage
 from executor.risk import RiskLimits
+from executor.rows import OrderStatus, Stage, latency_row
 from executor.server import ServerStatistics
+from executor.shadow_lane import SHADOW_LANE_CAPACITY
+from executor.signer import KalshiSigner
 from executor.sizing import SizingConfig
+from executor.stages import FireStamps
+from executor.telemetry import serve_telemetry
 
 WAIT_S = 10.0
 """Bound on waiting for the fake to see a request (seconds): TLS on a busy 2-core box."""
@@ -384,3 +394,148 @@ async def test_unreachable_exchange_is_a_startup_error(
     with pytest.raises(StartupError, match="cannot be reached"):
         await start_server(nursery, short_dir, order_path=factory)
     assert not (short_dir / "x.sock").exists()
+
+
+class RecordingSigner(KalshiSigner):
+    """A signer that keeps every signature it makes, in order."""
+
+    def __init__(self, private_key_path: Path, key_id: str) -> None:
+        super().__init__(private_key_path, key_id)
+        self.signatures: list[str] = []
+
+    def sign(self, timestamp: str, method: str, path: str) -> str:
+        signature = super().sign(timestamp, method, path)
+        self.signatures.append(signature)
+        return signature
+
+
+class ArrivalLog(list[Any]):
+    """The fake's ``received`` list, noting how many signatures existed as each request arrived."""
+
+    def __init__(self, signer: RecordingSigner) -> None:
+        super().__init__()
+        self.signer = signer
+        self.signed_before: list[int] = []
+
+    def append(self, item: Any) -> None:
+        self.signed_before.append(len(self.signer.signatures))
+        super().append(item)
+
+
+async def test_real_order_goes_out_ahead_of_queued_shadow_fires(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    fake_exchange: FakeExchange,
+    fake_credentials: FakeCredentials,
+) -> None:
+    """Over the real transport, a real fire queued after 16 shadow fires is signed and sent first.
+
+    With shadow signing on the loop (``--shadow-signing loop``), the shadow lane signs one order
+    per pass through the scheduler; the real fire signs in its own task. The real order's
+    signature is found among the signer's by the header the fake received; the shadow orders
+    queued ahead of it must mostly be signed after it.
+    """
+    signer = RecordingSigner(fake_credentials.private_key_path, fake_credentials.key_id)
+    factory = order_path_factory(
+        settings_for(fake_exchange, fake_credentials, shadow_signing="loop"),
+        telemetry_db=short_dir / "t.db",
+        kill_switch=None,
+        signer=signer,
+    )
+    telemetry = await nursery.start(serve_telemetry, short_dir / "t.db")
+    burst = SHADOW_LANE_CAPACITY
+    async with factory(telemetry) as fire_path:
+        arrivals = ArrivalLog(signer)
+        fake_exchange.received = arrivals
+        signed_at_start = len(signer.signatures)  # the pre-warm and account poll signed too
+        for index in range(burst):  # no checkpoint in between: all queue in the lane
+            await fire_path.fire(real_wake(f"shadow-{index}", dry_run=True))
+        await fire_path.fire(real_wake("real"))
+        with trio.fail_after(WAIT_S):
+            while len(signer.signatures) < signed_at_start + burst + 1:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+    telemetry.close()
+    [(position, request)] = [
+        (i, r) for i, r in enumerate(arrivals) if r.method == "POST" and r.path == ORDER_PATH
+    ]
+    real_index = signer.signatures.index(request.headers["kalshi-access-signature"])
+    shadows_signed_first = real_index - signed_at_start
+    assert shadows_signed_first <= 2, shadows_signed_first
+    signed_when_received = arrivals.signed_before[position] - signed_at_start
+    assert signed_when_received < burst + 1, signed_when_received
+    assert fire_path.counters().shadow_skipped == 0
+
+
+class LaneProgressLog(list[Any]):
+    """The fake's ``received`` list, noting how many shadow orders the lane had signed by then."""
+
+    def __init__(self, fire_path: FirePath) -> None:
+        super().__init__()
+        assert fire_path.orders is not None
+        self.lane = fire_path.orders.lane
+        self.signed_before: list[int] = []
+
+    def append(self, item: Any) -> None:
+        self.signed_before.append(self.lane.signed)
+        super().append(item)
+
+
+async def test_real_order_goes_out_before_shadow_fires_signed_in_a_worker(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    fake_exchange: FakeExchange,
+    fake_credentials: FakeCredentials,
+) -> None:
+    """With shadow signing in a worker process (the default), a real fire queued after 16 shadow
+    fires reaches the exchange before the lane has signed them all."""
+    factory = order_path_factory(
+        settings_for(fake_exchange, fake_credentials),
+        telemetry_db=short_dir / "t.db",
+        kill_switch=None,
+    )
+    telemetry = await nursery.start(serve_telemetry, short_dir / "t.db")
+    burst = SHADOW_LANE_CAPACITY
+    async with factory(telemetry) as fire_path:
+        arrivals = LaneProgressLog(fire_path)
+        fake_exchange.received = arrivals
+        for index in range(burst):  # no checkpoint in between: all queue in the lane
+            await fire_path.fire(real_wake(f"shadow-{index}", dry_run=True))
+        await fire_path.fire(real_wake("real"))
+        assert fire_path.orders is not None
+        with trio.fail_after(WAIT_S):
+            while fire_path.orders.lane.signed < burst:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+    telemetry.close()
+    [position] = [
+        i for i, r in enumerate(arrivals) if r.method == "POST" and r.path == ORDER_PATH
+    ]
+    assert arrivals.signed_before[position] < burst, arrivals.signed_before[position]
+    assert fire_path.counters().shadow_skipped == 0
+
+
+async def test_dropped_pending_row_is_recreated_by_its_resolution(
+    nursery: trio.Nursery, short_dir: Path
+) -> None:
+    """With telemetry too full for the pending row, the resolution alone writes the order row."""
+    db_path = short_dir / "t.db"
+    telemetry = await nursery.start(partial(serve_telemetry, db_path, capacity=1))
+    dispatcher = OrderDispatcher(
+        FakePlacer([], response={"order_id": "k", "fill_count": "1.00"}),
+        telemetry,
+        OrderPolicy(),
+    )
+    filler = latency_row("filler", Stage.WAKE_RECV, 0, 0, 0.0)
+    telemetry.record(filler)  # handed straight to the waiting consumer
+    telemetry.record(filler)  # fills the one-row buffer; no checkpoint since
+    request = FireRequest(OrderTemplate("KXA-1", "yes", "bid"), "0.5600", 1, 0, "c-full", "", False)
+    result = await dispatcher.dispatch(request, FireStamps())
+    telemetry.close()
+    assert result.status is OrderStatus.FILLED
+    with trio.fail_after(WAIT_S):
+        while telemetry.statistics().order_rows_written < 1:  # noqa: ASYNC110
+            await trio.sleep(0.01)
+    stats = telemetry.statistics()
+    assert (stats.order_rows_written, stats.order_rows_dropped) == (1, 1)
+    assert query(db_path, "SELECT status, fill_count, requested_at_ms > 0 FROM orders_fired") == [
+        ("filled", "1.00", 1)
+    ]

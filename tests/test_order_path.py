@@ -366,8 +366,12 @@ ALLOWED_BETWEEN_BUILD_AND_SEND = {"stamp_ns", "OrderSpec", "order_body", "_spec"
 
 
 def test_nothing_touches_telemetry_between_build_and_send() -> None:
-    """The build-to-send function calls only stamps, the builder and the transport."""
-    source = textwrap.dedent(inspect.getsource(dispatcher_module.OrderDispatcher._build_and_send))
+    """The build-to-send function (and the spec it builds) call only stamps, builder, transport."""
+    dispatcher_class = dispatcher_module.OrderDispatcher
+    source = "\n".join(
+        textwrap.dedent(inspect.getsource(function))
+        for function in (dispatcher_class._build_and_send, dispatcher_class._spec)
+    )
     tree = ast.parse(source)
     called = set()
     for node in ast.walk(tree):
@@ -389,3 +393,43 @@ def test_the_structural_check_catches_a_log_call() -> None:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
     }
     assert called - {"place_order"} - ALLOWED_BETWEEN_BUILD_AND_SEND == {"info"}
+
+
+# ---------------------------------------------------------------- layering
+
+LOWER_LAYERS_MUST_NOT_IMPORT = {
+    "executor.sizing": {"executor.telemetry", "executor.exchange", "executor.dispatcher"},
+    "executor.risk": {"executor.telemetry", "executor.exchange", "executor.dispatcher"},
+    "executor.stages": {"executor.fire", "executor.dispatcher", "executor.telemetry"},
+    "executor.shadow_lane": {"executor.fire", "executor.firing", "executor.telemetry"},
+    "executor.dispatcher": {"executor.fire", "executor.firing", "executor.server"},
+    "executor.order_request": {"executor.fire", "executor.dispatcher", "executor.telemetry"},
+    "executor.account": {"executor.fire", "executor.firing", "executor.server"},
+    "executor.fire": {"executor.firing", "executor.server", "executor.exchange"},
+}
+"""Layers run one way (STYLE.md, "The order path"): what each order-path module may not import."""
+
+
+def imported_modules(module_name: str) -> set[str]:
+    """The ``executor`` modules a module imports at its top level or anywhere inside it."""
+    path = Path(__file__).parent.parent / (module_name.replace(".", "/") + ".py")
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return {name for name in names if name.startswith("executor")}
+
+
+@pytest.mark.parametrize("module_name", sorted(LOWER_LAYERS_MUST_NOT_IMPORT))
+def test_order_path_layers_import_one_way(module_name: str) -> None:
+    """No order-path module imports a layer above it (the fire path, the assembly, the server)."""
+    forbidden = LOWER_LAYERS_MUST_NOT_IMPORT[module_name]
+    assert imported_modules(module_name) & forbidden == set()
+
+
+def test_layer_check_sees_an_upward_import() -> None:
+    """The negative twin: the assembly does import the fire path, and the check sees it."""
+    assert "executor.fire" in imported_modules("executor.firing")

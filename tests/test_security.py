@@ -199,6 +199,10 @@ def test_second_executor_is_refused_and_first_keeps_serving(short_dir: Path) -> 
         assert stop(first) == 0
 
 
+REFUSAL_TIMEOUT_S = 10.0
+"""Bound on an in-process start-up that must be refused (s): a refusal takes milliseconds."""
+
+
 def server_on(socket_path: Path) -> ExecutorServer:
     """An in-process executor configured for ``socket_path`` (not started)."""
     return ExecutorServer(
@@ -213,7 +217,7 @@ def server_on(socket_path: Path) -> ExecutorServer:
 async def test_too_long_socket_path_is_refused(short_dir: Path) -> None:
     """A socket path longer than sun_path holds is a clear error; nothing is created."""
     long_path = short_dir / ("s" * 120)
-    with pytest.raises(SocketSetupError, match="bytes"):
+    with pytest.raises(SocketSetupError, match="bytes"), trio.fail_after(REFUSAL_TIMEOUT_S):
         await server_on(long_path).run()
     assert _snapshot(short_dir) == {}
 
@@ -264,7 +268,11 @@ async def test_non_socket_at_path_is_refused_and_left_intact(
     assert callable(make_obstacle)
     make_obstacle(socket_path)
     before = _snapshot(short_dir)
-    with pytest.raises(SocketSetupError, match="refusing to remove"):
+    # Bounded: a regression that serves instead of refusing must fail, not hang the suite.
+    with (
+        pytest.raises(SocketSetupError, match="refusing to remove"),
+        trio.fail_after(REFUSAL_TIMEOUT_S),
+    ):
         await server_on(socket_path).run()
     assert _snapshot(short_dir) == before
     assert not (short_dir / "t.db").exists()

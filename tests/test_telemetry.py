@@ -12,8 +12,10 @@ import pytest
 import structlog
 import trio
 import trio.testing
+from test_orders_table import order_row
 
 from executor.clock import wall_ms
+from executor.rows import HeartbeatRow
 from executor.telemetry import (
     REFERENCE_USER_VERSION,
     LatencyRow,
@@ -527,3 +529,23 @@ async def test_a_file_that_is_not_a_database_is_an_open_error(
     with pytest.raises(TelemetryOpenError, match=str(path)):
         await nursery.start(serve_telemetry, path)
     assert path.read_bytes() == content
+
+
+async def test_a_mixed_batch_counts_each_kind_apart_in_arrival_order(tmp_path: Path) -> None:
+    """Latency rows interleaved with order and heartbeat rows keep their order and their counts."""
+    path = tmp_path / "telemetry.db"
+    async with trio.open_nursery() as nursery:
+        telemetry: Telemetry = await nursery.start(serve_telemetry, path)
+        for index in range(300):
+            telemetry.record(_row(f"c-{index}", index))
+            if index % 100 == 50:
+                telemetry.record_pending(order_row(client_order_id=f"{index:032d}"))
+                await telemetry.record_order(HeartbeatRow("executor", 1, 0, index, 0, 0))
+        telemetry.close()
+    statistics = telemetry.statistics()
+
+    assert statistics.rows_written == 300
+    assert statistics.order_rows_written == 3
+    assert (statistics.dropped_write_failed, statistics.order_rows_dropped) == (0, 0)
+    assert _event_ids(path) == [f"c-{index}" for index in range(300)]
+    assert _query(path, "SELECT beat_at_ms FROM heartbeats") == [(250,)]

@@ -243,8 +243,9 @@ def created_db(spawner: Spawner, short_dir: Path) -> Path:
     return db_path
 
 
-def test_created_database_has_user_version_6_and_only_the_two_tables(created_db: Path) -> None:
-    """A database file the executor created has user_version 6, the two tables and three indexes."""
+def test_created_database_has_user_version_6_and_only_its_four_tables(created_db: Path) -> None:
+    """A file the executor created has user_version 6, its four tables and seven indexes
+    (TELEMETRY.md's two tables, DISPATCH.md §8's orders_fired and heartbeats)."""
     with sqlite3.connect(created_db) as db:
         (user_version,) = db.execute("PRAGMA user_version").fetchone()
         tables = {
@@ -262,11 +263,15 @@ def test_created_database_has_user_version_6_and_only_the_two_tables(created_db:
         columns = [row[1] for row in db.execute("PRAGMA table_info(latency_events)")]
     db.close()
     assert user_version == 6
-    assert tables == {"correlations", "latency_events"}
+    assert tables == {"correlations", "latency_events", "orders_fired", "heartbeats"}
     assert indexes == {
         "idx_latency_events_stage",
         "idx_latency_events_correlation_id",
         "idx_latency_events_started_at",
+        "idx_orders_fired_ticker",
+        "idx_orders_fired_status",
+        "idx_orders_fired_requested_at",
+        "idx_orders_fired_correlation_id",
     }
     assert columns == [
         "id",
