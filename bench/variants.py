@@ -79,7 +79,10 @@ def _patch_direct_request() -> None:
         url, defaults, extensions = cached
         timestamp = str(wall_ms())
         stamps.sign_start_ns = stamp_ns()
-        signature = self._signer.sign(timestamp, "POST", exchange.ORDER_PATH)
+        if dry_run and self.shadow_signer is not None:
+            signature = await self.shadow_signer(timestamp, "POST", exchange.ORDER_PATH)
+        else:
+            signature = self._signer.sign(timestamp, "POST", exchange.ORDER_PATH)
         stamps.sign_end_ns = stamp_ns()
         headers = [*defaults, *self._headers(timestamp, signature, with_body=True).items()]
         request = httpx.Request("POST", url, content=body, headers=headers, extensions=extensions)
