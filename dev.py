@@ -6,42 +6,98 @@
     python3 dev.py test [PYTEST ARGS...]   run the whole test suite
     python3 dev.py check             ruff + mypy --strict
     python3 dev.py bench [ARGS...]   run the benchmark (python -m bench)
+    python3 dev.py setup             only create or refresh the environment
 
 The first use creates `.venv/` beside this file and installs the package with its test, dev and
 bench extras; later uses reinstall only when pyproject.toml changed.
+
+TRIO_EXECUTOR_PYTHON=python3.13 picks another interpreter (a name on PATH, a path, or a pyenv
+version's python3.X): its environment is `.venv-3.13/`, so each Python version keeps its own.
+`serve` replaces this process with the executor (os.execv), so Ctrl-C and SIGTERM reach it directly.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-VENV = ROOT / ".venv"
-BIN = VENV / "bin"
-STAMP = VENV / ".installed-pyproject"
+PYTHON_ENV = "TRIO_EXECUTOR_PYTHON"
 
 DEFAULT_SOCKET = "/tmp/trio-executor/executor.sock"
 DEFAULT_DB = str(ROOT / "var" / "telemetry.db")
 
 
-def _ensure_venv() -> None:
-    if sys.version_info < (3, 11):  # noqa: UP036 - dev.py may be run by an older python3
-        sys.exit(f"trio-executor needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+def _interpreter_version(python: str) -> str | None:
+    """``"3.13"`` for a working interpreter, None when it cannot be run."""
+    try:
+        result = subprocess.run(
+            [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError:
+        return None
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def _pyenv_interpreter(name: str) -> str | None:
+    """``python3.13`` from pyenv's newest installed 3.13.x, when pyenv has one (its shims only
+    answer for the selected versions)."""
+    pyenv = shutil.which("pyenv")
+    if pyenv is None or not name.startswith("python3."):
+        return None
+    wanted = name.removeprefix("python")
+    found = subprocess.run([pyenv, "latest", wanted], capture_output=True, text=True, check=False)
+    root = subprocess.run([pyenv, "root"], capture_output=True, text=True, check=False)
+    if found.returncode != 0 or root.returncode != 0:
+        return None
+    candidate = Path(root.stdout.strip()) / "versions" / found.stdout.strip() / "bin" / name
+    return str(candidate) if candidate.exists() else None
+
+
+def _select_python() -> tuple[str, Path]:
+    """The interpreter to build the environment with, and the environment's folder."""
+    chosen = os.environ.get(PYTHON_ENV)
+    if not chosen:
+        if sys.version_info < (3, 11):  # noqa: UP036 - dev.py may be run by an older python3
+            sys.exit(f"trio-executor needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+        return sys.executable, ROOT / ".venv"
+    version = _interpreter_version(chosen)
+    if version is None:
+        fallback = _pyenv_interpreter(chosen)
+        version = _interpreter_version(fallback) if fallback else None
+        if fallback is None or version is None:
+            sys.exit(f"dev.py: {PYTHON_ENV}={chosen} is not a Python interpreter that runs here")
+        chosen = fallback
+    if tuple(int(part) for part in version.split(".")) < (3, 11):
+        sys.exit(f"dev.py: trio-executor needs Python 3.11 or newer; {chosen} is {version}")
+    return chosen, ROOT / f".venv-{version}"
+
+
+def _ensure_venv() -> Path:
+    """Create or refresh the environment; return its ``bin`` folder."""
+    python, venv = _select_python()
+    bin_dir = venv / "bin"
+    stamp = venv / ".installed-pyproject"
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    if STAMP.exists() and STAMP.read_text() == digest and (BIN / "python").exists():
-        return
-    if not (BIN / "python").exists():
-        print(f"dev.py: creating {VENV}", file=sys.stderr)
-        venv.EnvBuilder(with_pip=True).create(VENV)
+    if stamp.exists() and stamp.read_text() == digest and (bin_dir / "python").exists():
+        return bin_dir
+    if not (bin_dir / "python").exists():
+        print(f"dev.py: creating {venv}", file=sys.stderr)
+        subprocess.run([python, "-m", "venv", str(venv)], check=True)
     print("dev.py: installing trio-executor with its test, dev and bench extras", file=sys.stderr)
-    pip = [str(BIN / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "-e", f"{ROOT}[test,dev,bench]"], check=True)
-    STAMP.write_text(digest)
+    pip = [str(bin_dir / "python"), "-m", "pip", "install", "--quiet"]
+    subprocess.run(
+        [*pip, "--disable-pip-version-check", "-e", f"{ROOT}[test,dev,bench,plot]"], check=True
+    )
+    stamp.write_text(digest)
+    return bin_dir
 
 
 def _run(argv: list[str]) -> int:
@@ -53,15 +109,19 @@ def main() -> int:
     if command in {"help", "-h", "--help"}:
         print(__doc__)
         return 0
-    _ensure_venv()
-    python = str(BIN / "python")
+    python = str(_ensure_venv() / "python")
+    if command == "setup":
+        return 0  # the environment is ready; CI builds the other versions' ahead of their turn
     if command == "serve":
         defaults = [] if "--socket" in rest else ["--socket", DEFAULT_SOCKET]
         if "--telemetry-db" not in rest:
             defaults += ["--telemetry-db", DEFAULT_DB]
         if not any(arg == "--exchange" or arg.startswith("--exchange=") for arg in rest):
             defaults += ["--exchange", "fake"]  # a local try-out never needs an account
-        return _run([python, "-m", "executor", "serve", *defaults, *rest])
+        # Become the executor: signals then reach it, not a parent that would die of them first.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(python, [python, "-m", "executor", "serve", *defaults, *rest])
     if command == "test":
         return _run([python, "-m", "pytest", *rest])
     if command == "check":
@@ -70,7 +130,10 @@ def main() -> int:
         )
     if command == "bench":
         return _run([python, "-m", "bench", *rest])
-    print(f"dev.py: unknown command {command!r}; try: serve, test, check, bench", file=sys.stderr)
+    print(
+        f"dev.py: unknown command {command!r}; try: serve, test, check, bench, setup",
+        file=sys.stderr,
+    )
     return 2
 
 

@@ -88,11 +88,21 @@ def wait_for_socket(path: str, process: subprocess.Popen[bytes], timeout: float)
 
 def count_wake_recv(database_path: str) -> int:
     """Rows the executor has committed so far (0 while the table does not exist yet)."""
+    return _count(database_path, COUNT_WAKE_RECV)
+
+
+def count_latency_rows(database_path: str) -> int:
+    """Every ``latency_events`` row (``wake_recv`` and, with an exchange, the fire's stage rows):
+    what an executor's ``rows_written`` counts."""
+    return _count(database_path, "SELECT COUNT(*) FROM latency_events")
+
+
+def _count(database_path: str, query: str) -> int:
     if not os.path.exists(database_path):
         return 0
     with contextlib.closing(sqlite3.connect(database_path, timeout=5.0)) as connection:
         try:
-            row = connection.execute(COUNT_WAKE_RECV).fetchone()
+            row = connection.execute(query).fetchone()
         except sqlite3.OperationalError:
             return 0
     return int(row[0])

@@ -1,31 +1,11 @@
-"""Percentiles exactly as the reference harness computes them."""
+"""Percentiles exactly as the reference harness computes them.
+
+The function lives in the installed package (``executor stats`` uses it too); the benchmark, which
+is not installed, re-exports it so every percentile in the project comes from one definition.
+"""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from executor.percentile import percentile
 
-
-def percentile(values: Sequence[float], p: float) -> float:
-    """The type-7 (linear interpolation) percentile of ``values`` for ``p`` in [0, 1].
-
-    Written in the reference harness's exact form: an algebraically equal formula rounds
-    differently, and ``golden/percentiles.tsv`` pins the bits.
-
-    Raises:
-        ValueError: ``values`` is empty or ``p`` is outside [0, 1].
-    """
-    if not values:
-        raise ValueError("percentile of an empty sample")
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"percentile rank {p!r} is outside [0, 1]")
-    ordered = sorted(values)
-    n = len(ordered)
-    if n == 1:
-        return ordered[0]
-    rank = (n - 1) * p
-    lo = math.floor(rank)
-    hi = math.ceil(rank)
-    if lo == hi:
-        return ordered[int(rank)]
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (rank - lo)
+__all__ = ["percentile"]

@@ -24,6 +24,7 @@ from bench.processes import (
     BenchError,
     ExecutorSpec,
     RunningExecutor,
+    count_latency_rows,
     count_wake_recv,
     parse_counters,
 )
@@ -127,8 +128,11 @@ def run_rate(spec: ExecutorSpec, connections: int, seconds: float, rate: float) 
             raise BenchError(f"executor {spec.name} exited {status}: {executor.stderr_text[-400:]}")
         counters = parse_counters(executor.stderr_text)
         rows = count_wake_recv(database_path)
-        if "rows_written" in counters and counters["rows_written"] != rows:
-            raise BenchError(f"executor says rows_written={counters['rows_written']}, table {rows}")
+        all_rows = count_latency_rows(database_path)  # stage rows too, with an exchange
+        if "rows_written" in counters and counters["rows_written"] != all_rows:
+            raise BenchError(
+                f"executor says rows_written={counters['rows_written']}, table {all_rows}"
+            )
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return ThroughputResult(

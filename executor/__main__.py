@@ -2,7 +2,7 @@
 
 import sys
 
-from executor.cli import main
+from executor.main import main
 
 # Guarded: a spawned worker process (the shadow signer's) re-imports the main module.
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The ``executor`` command line: ``serve``, ``killswitch`` and ``--version``."""
+"""The ``executor`` command line: ``serve``, ``killswitch``, ``stats`` and ``--version``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from executor.config import ConfigError, add_exchange_arguments, load_settings
 from executor.fire import DEFAULT_CONTRACT_COUNT, FirePath
 from executor.firing import StartupError, load_signer, order_path_factory
 from executor.killswitch import DEFAULT_TTL_S, KillSwitch, killswitch_main
+from executor.metrics import DEFAULT_HOST as METRICS_DEFAULT_HOST
+from executor.metrics import parse_metrics_address
 from executor.server import (
     DEFAULT_GRACE_S,
     ExecutorServer,
@@ -36,18 +38,48 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+# argparse names a type function in its own "invalid <name> value" message when the function
+# raises ValueError; these raise ArgumentTypeError with the problem in words instead.
+
+
 def _positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
     return value
 
 
 def _seconds(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
     if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text}")
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds, 0 or more (e.g. 0.5), got {text!r}"
+        )
     return value
+
+
+def _metrics_address(text: str) -> tuple[str, int]:
+    try:
+        return parse_metrics_address(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(
+            f"expected HOST:PORT or PORT (e.g. 127.0.0.1:9464), got {text!r}: {error}"
+        ) from None
+
+
+def _socket_path(text: str) -> Path:
+    # Checked on the text: Path("") is "." and Path("run/") is "run", a different file.
+    if not text or text.endswith("/"):
+        raise argparse.ArgumentTypeError(
+            f"must name a socket file, not a directory, got {text!r} (e.g. /tmp/executor.sock)"
+        )
+    return Path(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,7 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve wakes on --socket until SIGINT or SIGTERM, then shut down in order and "
         "print the counters to stderr.",
     )
-    serve.add_argument("--socket", required=True, type=Path, help="Unix socket path to listen on")
+    serve.add_argument(
+        "--socket", required=True, type=_socket_path, help="Unix socket path to listen on"
+    )
     serve.add_argument(
         "--telemetry-db",
         type=Path,
@@ -105,8 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--telemetry-linger",
         type=_seconds,
         default=BATCH_LINGER_S,
-        help="seconds the writer waits after a batch's first row to gather more "
-        f"(default {BATCH_LINGER_S}: commit what is queued at once)",
+        help="seconds the writer waits after a batch's first row to gather more; 0 commits "
+        f"what is queued at once (default {BATCH_LINGER_S})",
     )
     serve.add_argument(
         "--log-format",
@@ -123,9 +157,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="log records waiting for the stderr writer before new ones are dropped and counted "
         f"as log_dropped (default {logs.LOG_QUEUE_RECORDS})",
     )
+    serve.add_argument(
+        "--metrics",
+        type=_metrics_address,
+        default=None,
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (PORT alone: on "
+        f"{METRICS_DEFAULT_HOST}; port 0 picks a free one and logs it; default: off)",
+    )
     commands.add_parser(
         "killswitch",
         help="engage, release or show the kill switch (see: executor killswitch --help)",
+        add_help=False,
+    )
+    commands.add_parser(
+        "stats",
+        help="summarise a telemetry database, read-only (see: executor stats --help)",
         add_help=False,
     )
     return parser
@@ -158,6 +205,7 @@ def _serve(args: argparse.Namespace) -> int:
         telemetry_capacity=args.telemetry_capacity,
         telemetry_linger_s=args.telemetry_linger,
         order_path=order_path,
+        metrics_address=args.metrics,
     )
     server = ExecutorServer(config)
     # From here on SIGINT/SIGTERM never kill the process: before the signal task listens (and
@@ -198,5 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["killswitch"]:
         return killswitch_main(argv[1:])
+    if argv[:1] == ["stats"]:
+        from executor.stats import stats_main  # only the stats command pays for its imports
+
+        return stats_main(argv[1:])
     args = build_parser().parse_args(argv)
     return _serve(args)

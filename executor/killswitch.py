@@ -179,8 +179,16 @@ def _parser() -> _Parser:
         metavar="PATH",
         help="the switch file (the same path given to `executor serve --kill-switch`)",
     )
-    parser.add_argument("command", metavar="{engage,release,status}")
-    parser.add_argument("reason", nargs="*", help="engage only: the reason, words joined by spaces")
+    # Both optional to argparse, so a missing command is reported in words below rather than as
+    # "the following arguments are required: ..., reason" (a reason is never required).
+    parser.add_argument("command", metavar="{engage,release,status}", nargs="?")
+    parser.add_argument(
+        "reason",
+        metavar="REASON",
+        nargs="*",
+        default=[],
+        help="engage only: the reason, words joined by spaces",
+    )
     return parser
 
 
@@ -203,8 +211,11 @@ def killswitch_main(argv: list[str]) -> int:
         return EXIT_FAILURE
     except SystemExit as leaving:  # --help
         return EXIT_OK if leaving.code is None else int(leaving.code)
-    command: str = args.command
+    command: str | None = args.command
     words: list[str] = args.reason
+    if command is None:
+        print(f"{parser.prog}: a command is required: engage, release or status", file=sys.stderr)
+        return EXIT_FAILURE
     if command not in ("engage", "release", "status"):
         print(
             f"{parser.prog}: unknown command {command!r} (expected engage, release or status)",

@@ -30,6 +30,7 @@ import trio
 from executor.connection import Connection, FrameCounters, PeerGone, serve_frames
 from executor.fire import FirePath
 from executor.firing import OrderPathFactory, StartupError
+from executor.metrics import STOP_TIMEOUT_S, MetricsEndpoint, start_metrics_endpoint
 from executor.protocol import WakeMessage
 from executor.telemetry import (
     BATCH_LINGER_S,
@@ -40,9 +41,11 @@ from executor.telemetry import (
 )
 from executor.unixsocket import (
     InstanceLock,
+    PreparedSocket,
     SocketSetupError,
-    bind_unix_listener,
     check_socket_path,
+    prepare_unix_socket,
+    publish_unix_socket,
     remove_socket_file,
     remove_stale_socket,
 )
@@ -110,6 +113,8 @@ class ServerConfig:
     order_path: OrderPathFactory | None = None
     """Builds the exchange fire path once telemetry is open (replaces ``fire_path``); None means
     no exchange: fires are decided and counted, nothing is sent."""
+    metrics_address: tuple[str, int] | None = None
+    """``(host, port)`` of the Prometheus endpoint (``--metrics``); None serves none."""
 
 
 class ExecutorServer:
@@ -198,35 +203,33 @@ class ExecutorServer:
         lock = InstanceLock(socket_path)
         lock.acquire()
         try:
-            # Refuse an unusable socket path before creating anything (the database included).
+            # Claim the socket (bound and listening, not yet reachable) before creating anything
+            # else: a path that cannot be bound leaves the database untouched.
             remove_stale_socket(socket_path)
-            async with trio.open_nursery() as root:
-                self._telemetry = await root.start(
-                    functools.partial(
-                        serve_telemetry,
-                        self.config.telemetry_db,
-                        capacity=self.config.telemetry_capacity,
-                        linger_s=self.config.telemetry_linger_s,
+            prepared = prepare_unix_socket(socket_path)
+            metrics: MetricsEndpoint | None = None
+            try:
+                observe = None
+                if self.config.metrics_address is not None:
+                    metrics, observe = start_metrics_endpoint(self, self.config.metrics_address)
+                    host, port = metrics.address
+                    log.info("metrics endpoint listening", host=host, port=port)
+                async with trio.open_nursery() as root:
+                    self._telemetry = await root.start(
+                        functools.partial(
+                            serve_telemetry,
+                            self.config.telemetry_db,
+                            capacity=self.config.telemetry_capacity,
+                            linger_s=self.config.telemetry_linger_s,
+                            observe=observe,
+                        )
                     )
-                )
-                signals_scope = trio.CancelScope()
-                try:
-                    # Signals are handled before the socket is reachable: a harness that stops the
-                    # executor the moment its socket appears must get an orderly exit.
-                    if self.config.handle_signals:
-                        await root.start(self._watch_signals, signals_scope)
-                    # The exchange side (warm start, pre-warmed client, first account poll) is
-                    # ready before the socket is bound, and closes only after every fire is done.
-                    async with self._open_fire_path(self._telemetry) as fire_path:
-                        self._fire_path = fire_path
-                        listener = bind_unix_listener(socket_path)
-                        try:
-                            await self._serve(listener, task_status)
-                        finally:
-                            remove_socket_file(socket_path)
-                finally:
-                    signals_scope.cancel()
-                    self._telemetry.close()
+                    await self._serve_published(root, prepared, task_status)
+            finally:
+                prepared.discard()
+                if metrics is not None:
+                    with trio.move_on_after(STOP_TIMEOUT_S, shield=True):
+                        await trio.to_thread.run_sync(metrics.stop)
         except BaseExceptionGroup as group:
             # A start-up failure is one clear error, not a group the caller has to dig through.
             startup = _sole_startup_error(group)
@@ -241,6 +244,31 @@ class ExecutorServer:
             return self.config.order_path(telemetry)
         log.info("no exchange configured: fires are decided and counted, nothing is sent")
         return contextlib.nullcontext(self._fire_path)
+
+    async def _serve_published(
+        self, root: trio.Nursery, prepared: PreparedSocket, task_status: trio.TaskStatus[None]
+    ) -> None:
+        """Start the signal task and the fire path, make the socket reachable, serve; close
+        telemetry at the end."""
+        telemetry = self.telemetry
+        signals_scope = trio.CancelScope()
+        try:
+            # Signals are handled before the socket is reachable: a harness that stops the
+            # executor the moment its socket appears must get an orderly exit.
+            if self.config.handle_signals:
+                await root.start(self._watch_signals, signals_scope)
+            # The exchange side (warm start, pre-warmed client, first account poll) is ready
+            # before the socket is reachable, and closes only after every fire is done.
+            async with self._open_fire_path(telemetry) as fire_path:
+                self._fire_path = fire_path
+                listener = publish_unix_socket(prepared)
+                try:
+                    await self._serve(listener, task_status)
+                finally:
+                    remove_socket_file(self.config.socket_path)
+        finally:
+            signals_scope.cancel()
+            telemetry.close()
 
     # ---------------------------------------------------------------- tasks
 

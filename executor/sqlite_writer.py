@@ -273,6 +273,16 @@ class TelemetryOpenError(Exception):
     """The telemetry database could not be opened or initialised (message names the path)."""
 
 
+def _path_problem(path: Path) -> str | None:
+    """What is wrong with ``path``'s folders, in words (mkdir's own "File exists" is not)."""
+    for ancestor in path.parents:
+        if ancestor.is_symlink() or ancestor.exists():
+            if not ancestor.is_dir():
+                return f"{ancestor} is not a directory"
+            return None
+    return None
+
+
 def open_database(path: Path) -> tuple[sqlite3.Connection, bool]:
     """Open and initialise the database; return the connection and whether this call created it.
 
@@ -292,7 +302,9 @@ def open_database(path: Path) -> tuple[sqlite3.Connection, bool]:
     except TelemetryOpenError:
         raise
     except (sqlite3.Error, OSError) as error:
-        raise TelemetryOpenError(f"cannot open telemetry database {path}: {error}") from error
+        raise TelemetryOpenError(
+            f"cannot open telemetry database {path}: {_path_problem(path) or error}"
+        ) from None
     try:
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         connection.execute("PRAGMA foreign_keys = ON")

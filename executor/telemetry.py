@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -321,6 +322,7 @@ class _Consumer:
         limiter: trio.CapacityLimiter,
         linger_s: float = BATCH_LINGER_S,
         closed: trio.Event | None = None,
+        observe: Callable[[LatencyRow], None] | None = None,
     ) -> None:
         self._receive = receive
         self._connection = connection
@@ -332,6 +334,7 @@ class _Consumer:
         self._closed = closed if closed is not None else trio.Event()
         self._warnings = _FailureWarnings(path)
         self._order_failures = _OrderFailureLog(path)
+        self._observe = observe
         self._held: list[TelemetryRow] = []
         """The batch being gathered or written; cleared only once its outcome is counted."""
 
@@ -422,6 +425,8 @@ class _Consumer:
             self._counters.dropped_oversized_id += 1
         else:
             self._held.append(row)
+            if self._observe is not None and type(row) is LatencyRow:
+                self._observe(row)  # e.g. the metrics histograms: here, not on the hot path
 
     def _gather_queued(self) -> None:
         """Add rows already queued to the held batch, up to the batch size, without waiting."""
@@ -462,13 +467,15 @@ async def serve_telemetry(
     batch_max_rows: int = BATCH_MAX_ROWS,
     drain_timeout_s: float = DRAIN_TIMEOUT_S,
     linger_s: float = BATCH_LINGER_S,
+    observe: Callable[[LatencyRow], None] | None = None,
     task_status: trio.TaskStatus[Telemetry] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Open the database, hand back a :class:`Telemetry`, and write rows until it is closed.
 
     Meant for ``telemetry = await nursery.start(serve_telemetry, path)``: the database is open and
     its schema in place before ``start`` returns. Returns once :meth:`Telemetry.close` has been
-    called and every queued row is committed and the database closed.
+    called and every queued row is committed and the database closed. ``observe``, when given, is
+    called with each row the consumer takes off the channel (on the Trio thread, off the hot path).
 
     Raises:
         TelemetryOpenError: before ``started``, when the database cannot be opened or initialised.
@@ -487,7 +494,15 @@ async def serve_telemetry(
     send, receive = trio.open_memory_channel[TelemetryRow](capacity)
     closed = trio.Event()
     consumer = _Consumer(
-        receive, connection, path, counters, batch_max_rows, one_thread_at_a_time, linger_s, closed
+        receive,
+        connection,
+        path,
+        counters,
+        batch_max_rows,
+        one_thread_at_a_time,
+        linger_s,
+        closed,
+        observe,
     )
     try:
         logger.info("telemetry database open", path=str(path), created=created)

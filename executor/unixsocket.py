@@ -40,12 +40,40 @@ def lock_path_for(socket_path: Path) -> Path:
 
 
 def check_socket_path(socket_path: Path) -> None:
-    """Refuse a path the kernel cannot bind (too long for ``sun_path``)."""
+    """Refuse a path that cannot name a socket file: empty, a directory name, or too long."""
+    text = os.fspath(socket_path)
+    if text in ("", ".", "..") or text.endswith("/") or socket_path.name in ("", ".", ".."):
+        shown = repr(text) if text in ("", ".", "..") else text
+        raise SocketSetupError(
+            f"socket path {shown} names a directory, not a socket file (e.g. DIR/executor.sock)"
+        )
     size = len(os.fsencode(socket_path))
     if size > MAX_SOCKET_PATH_BYTES:
         raise SocketSetupError(
             f"socket path {socket_path} is {size} bytes; AF_UNIX allows {MAX_SOCKET_PATH_BYTES}"
         )
+
+
+def _describe(error: OSError) -> str:
+    """An OSError's words (Python raises some, e.g. "AF_UNIX path too long", without strerror)."""
+    return error.strerror or str(error)
+
+
+def _parent_problem(path: Path) -> str | None:
+    """Why ``path``'s parent cannot hold new files, in words, when it plainly cannot."""
+    for ancestor in path.parents:
+        try:
+            mode = os.stat(ancestor).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+        if not stat.S_ISDIR(mode):
+            return f"{ancestor} is not a directory"
+        if ancestor.resolve().is_relative_to("/proc") or ancestor.resolve().is_relative_to("/sys"):
+            return f"{ancestor} is on a kernel file system where no socket can be created"
+        return None
+    return None
 
 
 class InstanceLock:
@@ -58,15 +86,21 @@ class InstanceLock:
 
     def __init__(self, socket_path: Path) -> None:
         self.path = lock_path_for(socket_path)
+        self._socket_path = socket_path
         self._fd: int | None = None
 
     def acquire(self) -> None:
         """Take the lock or raise ``SocketSetupError`` saying another executor holds it."""
+        problem = _parent_problem(self.path)
+        if problem is not None:
+            raise SocketSetupError(f"cannot use socket path {self._socket_path}: {problem}")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, SOCKET_MODE)
         except OSError as error:
-            raise SocketSetupError(f"cannot open lock file {self.path}: {error.strerror}") from None
+            raise SocketSetupError(
+                f"cannot open lock file {self.path}: {_describe(error)}"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
@@ -97,37 +131,120 @@ def remove_stale_socket(socket_path: Path) -> None:
     except OSError as error:
         raise SocketSetupError(f"cannot inspect {socket_path}: {error.strerror}") from None
     if not stat.S_ISSOCK(mode):
-        kind = "directory" if stat.S_ISDIR(mode) else "file that is not a socket"
+        if stat.S_ISDIR(mode):
+            kind = "directory"
+        elif stat.S_ISLNK(mode):
+            kind = "symbolic link"
+        else:
+            kind = "file that is not a socket"
         raise SocketSetupError(f"{socket_path} exists and is a {kind}; refusing to remove it")
-    os.unlink(socket_path)
+    try:
+        os.unlink(socket_path)
+    except OSError as error:
+        # E.g. a sticky /tmp where someone else's socket sits: not ours to remove.
+        raise SocketSetupError(
+            f"cannot remove the stale socket {socket_path}: {_describe(error)}"
+        ) from None
+
+
+_STAGING_NAME: Final = "s"
+"""The socket's name inside its private bind directory."""
+
+
+class PreparedSocket:
+    """A listening, owner-only Unix socket not yet reachable at its final path.
+
+    It sits in a fresh 0700 directory beside the final path; :meth:`publish` renames it into
+    place. Splitting the two lets start-up claim the socket (every bind failure happens here)
+    before it opens the database, and publish only once everything that serves it is running.
+    """
+
+    def __init__(self, socket_path: Path) -> None:
+        self.socket_path = socket_path
+        self._private_dir = Path(tempfile.mkdtemp(prefix=".bind-", dir=socket_path.parent))
+        self._dir_fd = -1
+        self._sock: socket.socket | None = None
+        try:
+            self._dir_fd = os.open(
+                self._private_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+            )
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            staging = self._private_dir / _STAGING_NAME
+            if len(os.fsencode(staging)) > MAX_SOCKET_PATH_BYTES:
+                # The private directory adds ~17 bytes; reach it through its descriptor instead,
+                # so every final path up to the kernel's limit binds.
+                staging = Path(f"/proc/self/fd/{self._dir_fd}") / _STAGING_NAME
+            self._sock.bind(os.fspath(staging))
+            os.chmod(_STAGING_NAME, SOCKET_MODE, dir_fd=self._dir_fd)
+            self._sock.listen(LISTEN_BACKLOG)
+        except BaseException:
+            self.discard()
+            raise
+
+    def publish(self) -> trio.SocketListener:
+        """Rename the socket to its final path (reachable from now on) and wrap it for Trio."""
+        assert self._sock is not None
+        os.rename(_STAGING_NAME, self.socket_path, src_dir_fd=self._dir_fd)
+        sock, self._sock = self._sock, None
+        self._remove_private_dir()
+        return trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+
+    def discard(self) -> None:
+        """Close the socket and remove the private directory (publish never happened)."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        self._remove_private_dir()
+
+    def _remove_private_dir(self) -> None:
+        if self._dir_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.unlink(_STAGING_NAME, dir_fd=self._dir_fd)
+            with contextlib.suppress(OSError):
+                os.close(self._dir_fd)
+            self._dir_fd = -1
+        with contextlib.suppress(OSError):
+            self._private_dir.rmdir()
+
+
+def prepare_unix_socket(socket_path: Path) -> PreparedSocket:
+    """Bind and listen at a private name, owner-only; ``publish()`` makes it reachable.
+
+    The caller holds the instance lock and has removed any stale socket. Everything here is a
+    local system call that does not block.
+
+    Raises:
+        SocketSetupError: the socket cannot be made (the message names the path and the problem).
+    """
+    check_socket_path(socket_path)
+    try:
+        return PreparedSocket(socket_path)
+    except OSError as error:
+        raise SocketSetupError(f"cannot bind {socket_path}: {_describe(error)}") from None
+
+
+def publish_unix_socket(prepared: PreparedSocket) -> trio.SocketListener:
+    """Make ``prepared`` reachable at its path; on failure it is discarded.
+
+    Raises:
+        SocketSetupError: the rename into place failed.
+    """
+    try:
+        return prepared.publish()
+    except OSError as error:
+        prepared.discard()
+        raise SocketSetupError(
+            f"cannot bind {prepared.socket_path}: {_describe(error)}"
+        ) from None
 
 
 def bind_unix_listener(socket_path: Path) -> trio.SocketListener:
     """Bind, restrict to 0600, listen, and only then make the socket reachable at its path.
 
     The socket is bound inside a fresh 0700 directory next to ``socket_path``, chmodded, set
-    listening, and renamed into place, so no process can reach it while its mode is wider. The
-    caller holds the instance lock and has removed any stale socket. Everything here is a local
-    system call that does not block.
+    listening, and renamed into place, so no process can reach it while its mode is wider.
     """
-    check_socket_path(socket_path)
-    private_dir = Path(tempfile.mkdtemp(prefix=".bind-", dir=socket_path.parent))
-    staging = private_dir / "s"
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.bind(os.fspath(staging))
-        os.chmod(staging, SOCKET_MODE)
-        sock.listen(LISTEN_BACKLOG)
-        os.rename(staging, socket_path)
-    except OSError as error:
-        sock.close()
-        raise SocketSetupError(f"cannot bind {socket_path}: {error.strerror}") from None
-    finally:
-        with contextlib.suppress(OSError):
-            staging.unlink()
-        with contextlib.suppress(OSError):
-            private_dir.rmdir()
-    return trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+    return publish_unix_socket(prepare_unix_socket(socket_path))
 
 
 def remove_socket_file(socket_path: Path) -> None:

@@ -13,6 +13,7 @@ from order_fakes import order_harness
 from executor.client import connect
 from executor.fire import FireOutcome, FirePath, FireRequest
 from executor.killswitch import KillSwitch
+from executor.shadow_lane import MAX_DEFER_S
 
 WAIT_S = 10.0
 """Bound on any wait in these tests (seconds); nothing here should take a fraction of it."""
@@ -114,3 +115,33 @@ async def test_server_spawns_no_task_for_fires_with_nothing_to_await(
         assert sorted(done) == [f"s-{index}" for index in range(5)]
     finally:
         trio.lowlevel.remove_instrument(counter)
+
+
+async def test_shadow_lane_waits_for_an_idle_loop() -> None:
+    """A queued shadow signature waits while another task keeps running (a burst), then goes."""
+    async with order_harness() as harness:
+        start = trio.current_time()
+        signed_at: list[float] = []
+        original = harness.placer.place_order
+
+        async def timed_place_order(*args: Any, **kwargs: Any) -> dict[str, Any]:
+            signed_at.append(trio.current_time())
+            return await original(*args, **kwargs)
+
+        harness.placer.place_order = timed_place_order  # type: ignore[method-assign]
+
+        async def busy() -> None:  # stands in for connection tasks in a burst: always runnable
+            for _ in range(300):
+                await trio.lowlevel.checkpoint()
+            harness.events.append(("busy", "done"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(busy)
+            await trio.lowlevel.checkpoint()
+            assert harness.fire_path.fire_now(make_wake("s-1", dry_run=True)) is FireOutcome.FIRED
+        with trio.fail_after(WAIT_S):
+            while not signed_at:  # noqa: ASYNC110 - waiting on the lane's own task
+                await trio.sleep(0.001)
+    kinds = [kind for kind, _ in harness.events]
+    deferred_to_the_limit = signed_at[0] - start >= MAX_DEFER_S
+    assert kinds.index("sign") > kinds.index("busy") or deferred_to_the_limit, kinds

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sqlite3
 from pathlib import Path
@@ -20,7 +21,7 @@ from executor.protocol import MAX_FRAME_BYTES, encode_frame
 
 def wake_rows(db_path: Path) -> list[tuple[str, str, int, int, float, str]]:
     """Every wake_recv row, in insertion order."""
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db:
         return db.execute(
             "SELECT correlation_id, stage, started_at_ms, ended_at_ms, duration_ms, metadata_json"
             " FROM latency_events WHERE stage = 'wake_recv' ORDER BY id"
