@@ -9,10 +9,11 @@ the real ``executor.cli.main``. Run beside the unpatched executor through ``cmd:
 so that RESULTS.md can say what a change to the fire path would buy, measured in the same run,
 before anyone changes the executor. Variants:
 
-- ``idle-lane``: the shadow lane signs a queued shadow order only when every other task is blocked
-  (``trio.testing.wait_all_tasks_blocked``), so reading, acking and real fires always go first;
-  as shipped, the lane signs one shadow order per scheduler pass, and a burst's later frames each
-  wait behind one signature.
+- ``idle-lane``: the shadow lane takes a queued shadow order only when every other task is blocked
+  (``trio.testing.wait_all_tasks_blocked``), so reading, acking and real fires always go first.
+  Measured against the lane that signed on the loop (one shadow signature per scheduler pass, so
+  a burst's later frames each waited behind one); with ``--shadow-signing process`` (main's
+  default since) the signature is off the loop anyway and this variant only delays shadows.
 - ``direct-request``: the order request is made with ``httpx.Request(...)`` from headers merged
   once, instead of ``AsyncClient.build_request`` (which merges URL, cookies, headers and timeout
   per call) between the signature and the ``sent`` stamp.
