@@ -3,7 +3,9 @@
 Per frame, in the reference's order: ``readexactly(4)``, ``readexactly(n)``, stamp, decode (this
 project's strict decoder, so the decoder is not a difference between executors), ``writer.write``
 of the ack then ``await writer.drain()``, stop the clock, hand the ``wake_recv`` row to the writer
-thread, then ``asyncio.create_task`` a no-op dispatch. Nothing is tuned away: the selector
+thread, then ``asyncio.create_task`` the fire: a no-op dispatch, or, when ``KALSHI_API_KEY_ID`` and
+``KALSHI_PRIVATE_KEY_PATH`` are set, the reference's signed order path over aiohttp
+(``bench.basefire``). Nothing is tuned away: the selector
 transport's 256 KiB read buffer stays, because that is what the reference's shape costs.
 
 Run: ``python -m bench.baseline --socket S --telemetry-db D [--loop asyncio|uvloop]``. SIGTERM or
@@ -23,6 +25,13 @@ import sys
 import time
 from typing import Final
 
+from bench.basefire import (
+    BaselineConfigError,
+    BaselineExchangeConfig,
+    BaselineFirePath,
+    config_from_env,
+    open_fire_path,
+)
 from bench.rowwriter import RowWriter
 from executor.protocol import (
     DecodeError,
@@ -57,8 +66,10 @@ async def dispatch(message: WakeMessage, counters: ServerCounters) -> None:
 class BaselineExecutor:
     """One Unix-socket server whose connection handler is the reference's read loop."""
 
-    def __init__(self, writer: RowWriter) -> None:
+    def __init__(self, writer: RowWriter, exchange: BaselineExchangeConfig | None = None) -> None:
         self.counters = ServerCounters()
+        self.fire_path: BaselineFirePath | None = None
+        self._exchange = exchange
         self._rows = writer
         self._fires: set[asyncio.Task[None]] = set()
         self._connections: set[asyncio.Task[None]] = set()
@@ -110,7 +121,10 @@ class BaselineExecutor:
                     METADATA_DRY_RUN if message.dry_run else METADATA_REAL,
                 )
             )
-            fire = asyncio.create_task(dispatch(message, counters))
+            if self.fire_path is not None:
+                fire = asyncio.create_task(self.fire_path.fire(message))
+            else:
+                fire = asyncio.create_task(dispatch(message, counters))
             self._fires.add(fire)
             fire.add_done_callback(self._fires.discard)
 
@@ -120,6 +134,14 @@ class BaselineExecutor:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
+        async with contextlib.AsyncExitStack() as stack:
+            if self._exchange is not None:
+                self.fire_path = await stack.enter_async_context(
+                    open_fire_path(self._exchange, self._rows)
+                )
+            await self._serve(socket_path, stop)
+
+    async def _serve(self, socket_path: str, stop: asyncio.Event) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(socket_path)
         old_umask = os.umask(0o077)
@@ -153,8 +175,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Run the baseline until a signal; print the counters; exit 0."""
     args = _parse_args(argv)
+    try:
+        exchange = config_from_env(os.environ)
+    except BaselineConfigError as error:
+        print(f"bench.baseline: {error}", file=sys.stderr)
+        return 2
     rows = RowWriter(args.telemetry_db)
-    executor = BaselineExecutor(rows)
+    executor = BaselineExecutor(rows, exchange)
     try:
         if args.loop == "uvloop":
             import uvloop
@@ -162,12 +189,22 @@ def main(argv: list[str] | None = None) -> int:
             uvloop.run(executor.serve(args.socket))
         else:
             asyncio.run(executor.serve(args.socket))
+    except BaselineConfigError as error:
+        print(f"bench.baseline: {error}", file=sys.stderr)
+        return 2
     finally:
         rows.close()
     c, t = executor.counters, rows.counters
+    fired, refused_price, dispatch_errors = c.fired, 0, 0
+    if executor.fire_path is not None:
+        f = executor.fire_path.counters
+        fired, refused_price, dispatch_errors = f.fired, f.refused_price, f.dispatch_errors
+        if f.last_error:
+            print(f"bench.baseline: last dispatch error: {f.last_error}", file=sys.stderr)
     print(
-        f"frames={c.frames} accepted={c.accepted} rejected={c.rejected} fired={c.fired}"
-        f" refused_price=0 refused_kill_switch=0 unacked={c.unacked} fires_cancelled=0",
+        f"frames={c.frames} accepted={c.accepted} rejected={c.rejected} fired={fired}"
+        f" refused_price={refused_price} refused_kill_switch=0 unacked={c.unacked}"
+        f" fires_cancelled=0 dispatch_errors={dispatch_errors}",
         file=sys.stderr,
     )
     print(

@@ -16,8 +16,11 @@ from bench.burst import (
     write_burst,
     write_throughput,
 )
+from bench.fire import FIRE_STAGES, FireRunFacts, fire_lines, run_fire_all
+from bench.fireclient import FirePlan
 from bench.processes import BenchError, executor_spec
 from bench.report import (
+    RATIO_HEADER,
     append_history,
     machine_facts,
     summary_lines,
@@ -25,7 +28,7 @@ from bench.report import (
     write_samples,
     write_summary,
 )
-from bench.runner import BURST_CLIENTS, CLIENT_SPANS, run_all
+from bench.runner import BURST_CLIENTS, CLIENT_SPANS, Series, run_all
 from bench.throughput import sweep
 
 DEFAULT_HISTORY: Final = Path("bench/history.csv")
@@ -55,7 +58,17 @@ and burst-uvloop (the reference poller's shape on each loop) enqueue warmup+iter
 wakes back to back, sleep(0) between enqueues, never waiting for an ack; wake_send =
 enqueue -> drain returned. Prints and writes burst.csv (p50/p90/p99/max, deepest queue,
 frames/s per run), then one flat-out flood connection per executor and run for
---seconds (throughput.csv: acked frames/s, drops)."""
+--seconds (throughput.csv: acked frames/s, drops).
+
+--fire adds the fire path (--fire-only runs it alone): one fake exchange process
+(python -m executor.fake_exchange) per invocation, every executor pointed at it
+through the reference's KALSHI_* variables (risk limits raised so the gate never
+refuses), a fire client sending quiet shadow and real wakes and shadow bursts
+with one real wake in the middle. Spans order_build, sign, dispatch_send,
+dispatch_ack, detect_fire (client recv_ns -> executor's sent stamp), read from
+the executor's own rows; the client column carries the kind (fire:shadow,
+fire:real, burst:shadow, burst:real). Also writes fire-cdf.png; fire rows are
+not appended to --history. See docs/BENCHMARK.md, addendum 2026-11-30."""
 
 
 def _names(text: str) -> list[str]:
@@ -135,6 +148,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="throughput: comma list of total offered frames/s, 0 = flat out"
         " (1000,2000,5000,10000,0)",
     )
+    fire = parser.add_argument_group("fire path (docs/BENCHMARK.md, addendum 2026-11-30)")
+    fire.add_argument("--fire", action="store_true", help="add the fire-path scenarios")
+    fire.add_argument(
+        "--fire-only", action="store_true", help="run only the fire-path scenarios (no latency)"
+    )
+    fire.add_argument(
+        "--fire-warmup", type=int, default=FirePlan.warmup, help="discarded shadow and real (20)"
+    )
+    fire.add_argument("--fire-shadow", type=int, default=FirePlan.shadow, help="kept shadow (500)")
+    fire.add_argument("--fire-real", type=int, default=FirePlan.real, help="kept real (100)")
+    fire.add_argument(
+        "--fire-bursts",
+        type=int,
+        default=FirePlan.bursts,
+        help="bursts of 200 shadow wakes with one real in the middle (10)",
+    )
     return parser
 
 
@@ -159,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown client(s) {', '.join(unknown)} ({known})")
     if args.iterations < 1 or args.warmup < 0 or args.runs < 1:
         parser.error("--iterations and --runs must be >= 1, --warmup >= 0")
+    if min(args.fire_warmup, args.fire_shadow, args.fire_real, args.fire_bursts) < 0:
+        parser.error("--fire-warmup, --fire-shadow, --fire-real and --fire-bursts must be >= 0")
     if args.connections < 1 or args.seconds <= 0:
         parser.error("--connections must be >= 1 and --seconds > 0")
     stamp = datetime.now(UTC)
@@ -169,20 +200,29 @@ def main(argv: list[str] | None = None) -> int:
             _progress("")
             print("\n".join(lines))
             return 0
-        series = run_all(
-            executors,
-            args.clients,
-            runs=args.runs,
-            warmup=args.warmup,
-            iterations=args.iterations,
-            components=args.components,
-            progress=_progress,
-        )
+        series: list[Series] = []
+        if not args.fire_only:
+            series = run_all(
+                executors,
+                args.clients,
+                runs=args.runs,
+                warmup=args.warmup,
+                iterations=args.iterations,
+                components=args.components,
+                progress=_progress,
+            )
         flood = (
             single_connection_throughput(executors, args.runs, args.seconds, _progress)
-            if args.burst
+            if args.burst and not args.fire_only
             else []
         )
+        fire_series: list[Series] = []
+        fire_facts: list[FireRunFacts] = []
+        if args.fire or args.fire_only:
+            plan = FirePlan(args.fire_warmup, args.fire_shadow, args.fire_real, args.fire_bursts)
+            fire_series, fire_facts = run_fire_all(
+                executors, runs=args.runs, plan=plan, progress=_progress
+            )
     except BenchError as error:
         _progress("")
         print(f"bench: ERROR: {error}", file=sys.stderr)
@@ -190,17 +230,24 @@ def main(argv: list[str] | None = None) -> int:
     _progress("")
     out = args.out or DEFAULT_RESULTS / stamp.strftime("%Y%m%dT%H%M%SZ")
     out.mkdir(parents=True, exist_ok=True)
-    write_summary(out / "summary.csv", series)
-    write_samples(out / "samples.csv", series)
+    write_summary(out / "summary.csv", [*series, *fire_series])
+    write_samples(out / "samples.csv", [*series, *fire_series])
     command = ["python -m bench", *(argv if argv is not None else sys.argv[1:])]
     (out / "machine.txt").write_text(machine_facts(load_start, command), encoding="utf-8")
-    print("\n".join(summary_lines(series)))
-    if args.burst:
-        write_burst(out / "burst.csv", series)
-        write_throughput(out / "throughput.csv", flood)
-        print("\n".join([*burst_lines(series), *throughput_lines(flood)]))
-    print(write_plot(out / "cdf.png", series))
-    if not args.no_history:
+    if series:
+        print("\n".join(summary_lines(series)))
+        if args.burst:
+            write_burst(out / "burst.csv", series)
+            write_throughput(out / "throughput.csv", flood)
+            print("\n".join([*burst_lines(series), *throughput_lines(flood)]))
+        print(write_plot(out / "cdf.png", series))
+    if fire_series:
+        lines = summary_lines(fire_series)
+        # The wake_recv/roundtrip ratio block means nothing for fire spans: fire_lines replaces it.
+        print("\n".join(line for line in lines[: lines.index(RATIO_HEADER)]))
+        print("\n".join(fire_lines(fire_series, fire_facts)))
+        print(write_plot(out / "fire-cdf.png", fire_series, FIRE_STAGES))
+    if series and not args.no_history:
         rows = append_history(args.history, series, stamp)
         print(f"history: {rows} rows appended to {args.history}")
     print(f"results: {out}")

@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from typing import Final
 
 READY_TIMEOUT_S: Final = 20.0
@@ -138,7 +139,13 @@ def read_wake_recv_us(database_path: str) -> list[float]:
 class RunningExecutor:
     """An executor process started for one run; a context manager that always stops it."""
 
-    def __init__(self, spec: ExecutorSpec, socket_path: str, database_path: str) -> None:
+    def __init__(
+        self,
+        spec: ExecutorSpec,
+        socket_path: str,
+        database_path: str,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.spec = spec
         self.socket_path = socket_path
         self.database_path = database_path
@@ -151,6 +158,7 @@ class RunningExecutor:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr_file,
+                env=None if env is None else dict(env),
             )
 
     def __enter__(self) -> RunningExecutor:

@@ -41,6 +41,7 @@ HISTORY_HEADER: Final = (
     "n",
     *(f"{span}_{name}_us" for span in HISTORY_SPANS for name, _ in PERCENTILES),
 )
+RATIO_HEADER: Final = "ratios of median p50 to the trio executor's (same client, same invocation):"
 PACKAGES: Final = (
     "trio",
     "uvloop",
@@ -48,6 +49,9 @@ PACKAGES: Final = (
     "orjson",
     "cryptography",
     "structlog",
+    "httpx",
+    "h11",
+    "aiohttp",
     "trio-executor",
 )
 
@@ -195,7 +199,7 @@ def summary_lines(series: Sequence[Series]) -> list[str]:
 
 def ratio_lines(medians: dict[tuple[str, str, str], float]) -> list[str]:
     """Each executor's median ``wake_recv`` and ``roundtrip`` p50 over trio's, same client."""
-    lines = ["ratios of median p50 to the trio executor's (same client, same invocation):"]
+    lines = [RATIO_HEADER]
     found = False
     for (executor, client, span), value in medians.items():
         if executor == "trio" or span not in ("wake_recv", "roundtrip"):
@@ -216,43 +220,105 @@ def _short_name(executor: str) -> str:
     if not executor.startswith("cmd:"):
         return executor
     words = executor[len("cmd:") :].split()
+    if len(words) >= 4 and words[1:3] == ["-m", "bench.variants"]:
+        return f"trio [{words[3]}]"
     if len(words) >= 3 and words[1:3] == ["-m", "executor"]:
         return "trio " + " ".join(words[4:]) if len(words) > 4 else "trio"
     return "cmd:" + " ".join([Path(words[0]).name, *words[1:]]) if words else executor
 
 
-def write_plot(path: Path, series: Sequence[Series]) -> str:
-    """A log-x CDF per configuration and span, if matplotlib imports; returns what happened."""
+EXECUTOR_COLOURS: Final = {
+    "trio": "tab:orange",
+    "uvloop": "tab:blue",
+    "asyncio": "tab:green",
+    "in-process": "tab:gray",
+}
+"""One colour per executor in every panel of every picture (others take OTHER_COLOURS in turn)."""
+OTHER_COLOURS: Final = ("tab:purple", "tab:red", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
+CLIENT_STYLES: Final = ("-", "--", ":", "-.")
+"""Line styles told apart by client (or fire kind), in sorted order, the same in every panel."""
+
+
+def plot_styles(series: Sequence[Series]) -> tuple[dict[str, str], dict[str, str]]:
+    """(executor -> colour, client -> line style), fixed for the whole picture."""
+    colours: dict[str, str] = {}
+    others = iter(OTHER_COLOURS * (1 + len(series)))
+    for executor in sorted({item.executor for item in series}):
+        colours[executor] = EXECUTOR_COLOURS.get(executor) or next(others)
+    clients = sorted({item.client for item in series})
+    styles = {client: CLIENT_STYLES[i % len(CLIENT_STYLES)] for i, client in enumerate(clients)}
+    return colours, styles
+
+
+def _log_ticks(axes: Any, ticker: Any, lowest: float, highest: float) -> None:
+    """Plain-number ticks that never overlap: decades, or 1-2-5 within a narrow range."""
+    narrow = highest <= lowest * 30
+    subs = (1.0, 2.0, 5.0) if narrow else (1.0,)
+    axes.xaxis.set_major_locator(ticker.LogLocator(base=10, subs=subs))
+    axes.xaxis.set_minor_formatter(ticker.NullFormatter())
+    axes.xaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    axes.tick_params(axis="x", labelsize=8)
+
+
+def write_plot(path: Path, series: Sequence[Series], span_order: Sequence[str] = ()) -> str:
+    """A log-x CDF per configuration and span, if matplotlib imports; returns what happened.
+
+    Panels follow ``span_order`` (spans it does not name come after, alphabetically).
+    """
     try:
         # Imported by name: matplotlib is optional and has no stubs in this environment.
         matplotlib: Any = importlib.import_module("matplotlib")
         matplotlib.use("Agg")
         plt: Any = importlib.import_module("matplotlib.pyplot")
+        ticker: Any = importlib.import_module("matplotlib.ticker")
     except ImportError:
         return "plot skipped: matplotlib is not installed"
     # One panel per span, one CDF per executor x client in it: pooled over runs.
-    by_span: dict[str, dict[str, list[float]]] = {}
+    colours, styles = plot_styles(series)
+    by_span: dict[str, dict[tuple[str, str], list[float]]] = {}
     for item in series:
-        label = f"{_short_name(item.executor)} x {item.client}"
-        by_span.setdefault(item.span, {}).setdefault(label, []).extend(item.samples_us)
-    spans = sorted(by_span)
+        key = (item.executor, item.client)
+        by_span.setdefault(item.span, {}).setdefault(key, []).extend(item.samples_us)
+    rank = {span: index for index, span in enumerate(span_order)}
+    spans = sorted(by_span, key=lambda span: (rank.get(span, len(rank)), span))
     columns = min(3, len(spans))
     rows = (len(spans) + columns - 1) // columns
     figure, panels = plt.subplots(rows, columns, figsize=(6 * columns, 4.5 * rows), squeeze=False)
     for index, span in enumerate(spans):
         axes = panels[index // columns][index % columns]
-        for label, values in sorted(by_span[span].items()):
+        for (executor, client), values in sorted(by_span[span].items()):
             ordered = sorted(values)
-            axes.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], label=label)
+            axes.plot(
+                ordered,
+                [(i + 1) / len(ordered) for i in range(len(ordered))],
+                label=f"{_short_name(executor)} x {client}",
+                color=colours[executor],
+                linestyle=styles[client],
+                marker="o" if len(ordered) < 30 else None,
+                markersize=3,
+            )
         axes.set_xscale("log")
+        everything = [v for values in by_span[span].values() for v in values if v > 0]
+        if everything:
+            _log_ticks(axes, ticker, min(everything), max(everything))
         axes.set_title(span)
         axes.set_xlabel("duration (µs, log scale)")
         axes.set_ylabel("fraction of samples (runs pooled)")
         axes.grid(True, which="both", alpha=0.3)
-        axes.legend(fontsize="x-small")
     for index in range(len(spans), rows * columns):
         panels[index // columns][index % columns].set_visible(False)
-    figure.tight_layout()
+    # One legend for the whole picture: a colour per executor, a line style per client or kind.
+    lines: Any = importlib.import_module("matplotlib.lines")
+    handles = [
+        lines.Line2D([], [], color=colour, label=_short_name(executor))
+        for executor, colour in colours.items()
+    ] + [
+        lines.Line2D([], [], color="black", linestyle=style, label=client)
+        for client, style in styles.items()
+    ]
+    legend_rows = (len(handles) + 5) // 6
+    figure.legend(handles=handles, loc="lower center", ncol=6, fontsize="small", frameon=False)
+    figure.tight_layout(rect=(0.0, 0.04 * legend_rows / rows, 1.0, 1.0))
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return f"plot written: {path}"

@@ -1,0 +1,368 @@
+"""Fire-path runs (``python -m bench --fire``): one fake exchange, every executor pointed at it.
+
+The harness starts one ``python -m executor.fake_exchange`` process per invocation and hands every
+executor the reference's variables for it (real mode: the same code that would talk to Kalshi),
+with risk limits raised so the gate never refuses while its arithmetic still runs. A fire client
+(``bench.fireclient``) sends the quiet and shadow-burst phases; the executor's own
+``latency_events`` stage rows are read back and become ``Series`` whose ``client`` is the kind
+(``fire:shadow``, ``fire:real``, ``burst:shadow``, ``burst:real``) and whose ``span`` is exactly
+the stage name.
+Method and spans: docs/BENCHMARK.md, addendum 2026-11-30.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import json
+import os
+import select
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
+
+from bench.fireclient import KIND_OF_PHASE, REAL_PHASES, FirePlan, phase_of
+from bench.processes import (
+    COMPLETION_TIMEOUT_S,
+    POLL_INTERVAL_S,
+    BenchError,
+    ExecutorSpec,
+    RunningExecutor,
+    parse_counters,
+)
+from bench.runner import Series, rotated
+from bench.stats import percentile
+
+FIRE_STAGES: Final = ("order_build", "sign", "dispatch_send", "dispatch_ack", "detect_fire")
+"""The stage rows read back (DISPATCH.md §6), in path order."""
+KINDS: Final = ("fire:shadow", "fire:real", "burst:shadow", "burst:real")
+
+FAKE_BALANCE_CENTS: Final = 10**12
+"""The fake account's balance (cents): no fill is ever refused for lack of money in a run."""
+FAKE_READY_TIMEOUT_S: Final = 30.0
+"""How long the fake may take to print its address (s): key and CA generation, imports."""
+RISK_LIMIT_NO_REFUSAL: Final = "1000000000"
+"""Every risk limit during a run: far above anything a run can reach, so nothing is refused."""
+FIRE_CLIENT_TIMEOUT_S: Final = 900.0
+"""Longest a fire client may run (s); the default plan takes about 30 s."""
+
+RISK_VARIABLES: Final = (
+    "KALSHI_RISK_MAX_ATTEMPTS_PER_HOUR",
+    "KALSHI_RISK_MAX_ATTEMPTS_PER_DAY",
+    "KALSHI_RISK_MAX_ATTEMPTS_PER_TICKER_PER_DAY",
+    "KALSHI_RISK_MAX_ATTEMPTS_PER_EVENT_PER_DAY",
+    "KALSHI_RISK_MAX_ATTEMPTS_PER_CORRELATION_GROUP_PER_DAY",
+    "KALSHI_RISK_MAX_NOTIONAL_PER_DAY_DOLLARS",
+    "KALSHI_RISK_MAX_CONCURRENT_DISPATCHES",
+    "KALSHI_RISK_MAX_POSITION_CONTRACTS_PER_TICKER",
+    "KALSHI_RISK_MAX_POSITION_CONTRACTS_PER_EVENT",
+    "KALSHI_RISK_MAX_POSITION_CONTRACTS_PER_CORRELATION_GROUP",
+)
+
+SELECT_STAGE_ROWS: Final = (
+    "SELECT correlation_id, stage, duration_ms, metadata_json FROM latency_events"
+    " WHERE stage IN ('order_build', 'sign', 'dispatch_send', 'dispatch_ack', 'detect_fire')"
+    " ORDER BY id"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeExchangeInfo:
+    """What the fake prints once it serves."""
+
+    base_url: str
+    key_id: str
+    private_key_path: str
+    ca_file: str
+
+
+def fire_environment(info: FakeExchangeInfo, base: Mapping[str, str]) -> dict[str, str]:
+    """``base`` plus the reference's variables pointing an executor at the fake (real mode)."""
+    env = {key: value for key, value in base.items() if not key.startswith("KALSHI_")}
+    env.update(
+        KALSHI_API_KEY_ID=info.key_id,
+        KALSHI_PRIVATE_KEY_PATH=info.private_key_path,
+        KALSHI_DEMO_BASE_URL=info.base_url,
+        KALSHI_CA_FILE=info.ca_file,
+        KALSHI_ENVIRONMENT="demo",
+        KALSHI_ALLOWED_EXCHANGE_INDEXES="0",
+        KALSHI_RISK_GATE_ENABLED="true",
+        KALSHI_RISK_REFIRE_COOLDOWN_SECONDS="0",
+        KALSHI_KELLY_FRACTION="0",
+        KALSHI_FIXED_ORDER_CONTRACT_COUNT="1",
+    )
+    env.update({name: RISK_LIMIT_NO_REFUSAL for name in RISK_VARIABLES})
+    return env
+
+
+class FakeExchangeProcess:
+    """``python -m executor.fake_exchange`` for one invocation; a context manager that stops it."""
+
+    def __init__(self) -> None:
+        self._directory = tempfile.mkdtemp(prefix="bench-fake-")
+        command = [sys.executable, "-m", "executor.fake_exchange", "--port", "0"]
+        command += ["--dir", self._directory, "--balance-cents", str(FAKE_BALANCE_CENTS)]
+        self._stderr = open(os.path.join(self._directory, "stderr.txt"), "wb")  # noqa: SIM115
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr
+        )
+        self.info = self._read_info()
+
+    def _read_info(self) -> FakeExchangeInfo:
+        assert self._process.stdout is not None
+        ready, _, _ = select.select([self._process.stdout], [], [], FAKE_READY_TIMEOUT_S)
+        line = self._process.stdout.readline() if ready else b""
+        try:
+            fields = json.loads(line)
+            return FakeExchangeInfo(
+                fields["base_url"], fields["key_id"], fields["private_key_path"], fields["ca_file"]
+            )
+        except (ValueError, KeyError, TypeError):
+            self.stop()
+            raise BenchError(f"the fake exchange did not start: {line[:200]!r}") from None
+
+    def __enter__(self) -> FakeExchangeProcess:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """SIGTERM, wait, remove its credentials."""
+        if self._process.poll() is None:
+            self._process.send_signal(signal.SIGTERM)
+            try:
+                self._process.wait(timeout=10.0)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        if self._process.stdout is not None:
+            self._process.stdout.close()
+        self._stderr.close()
+        shutil.rmtree(self._directory, ignore_errors=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class StageRow:
+    """One stage row as read back."""
+
+    phase: str
+    stage: str
+    duration_us: float
+    dry_run: bool | None
+
+
+def read_stage_rows(database_path: str) -> list[StageRow]:
+    """Every fire-client stage row in ``id`` order (rows of other correlation ids are ignored)."""
+    if not os.path.exists(database_path):
+        return []
+    with contextlib.closing(sqlite3.connect(database_path, timeout=5.0)) as connection:
+        try:
+            rows = connection.execute(SELECT_STAGE_ROWS).fetchall()
+        except sqlite3.OperationalError:
+            return []
+    found = []
+    for correlation_id, stage, duration_ms, metadata in rows:
+        phase = phase_of(str(correlation_id))
+        if phase is None:
+            continue
+        try:
+            dry_run = json.loads(metadata).get("dry_run") if metadata else None
+        except (ValueError, AttributeError):
+            dry_run = None
+        found.append(StageRow(phase, stage, float(duration_ms) * 1000.0, dry_run))
+    return found
+
+
+def completion_counts(rows: Sequence[StageRow]) -> dict[str, int]:
+    """Per phase, the count that completion compares: ``order_build`` for burst shadows (a skipped
+    shadow fire writes nothing else), ``detect_fire`` for every other phase."""
+    counts: collections.Counter[str] = collections.Counter()
+    for row in rows:
+        wanted = "order_build" if row.phase == "burstshadow" else "detect_fire"
+        if row.stage == wanted:
+            counts[row.phase] += 1
+    return dict(counts)
+
+
+def wait_for_fire_rows(database_path: str, plan: FirePlan, timeout: float) -> list[StageRow]:
+    """Poll until every phase's completion count is exactly what the plan sent.
+
+    Raises:
+        BenchError: a count passed its expectation, or the deadline passed short of one.
+    """
+    expected = plan.expected()
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = read_stage_rows(database_path)
+        counts = completion_counts(rows)
+        over = {p: counts[p] for p in counts if counts[p] > expected.get(p, 0)}
+        if over:
+            raise BenchError(f"more fire rows than wakes sent: {over} (expected {expected})")
+        if all(counts.get(phase, 0) == count for phase, count in expected.items()):
+            return rows
+        if time.monotonic() > deadline:
+            short = {
+                p: f"{counts.get(p, 0)}/{n}" for p, n in expected.items() if counts.get(p, 0) != n
+            }
+            raise BenchError(
+                f"fire rows short after {timeout} s: {short}; this run is an error, not a result"
+            )
+        time.sleep(POLL_INTERVAL_S * 5)
+
+
+@dataclasses.dataclass(frozen=True)
+class FireRunFacts:
+    """Per configuration and run, what is printed beside the percentiles."""
+
+    run: int
+    executor: str
+    burst_shadows_sent: int
+    burst_shadows_signed: int
+
+
+def series_of(rows: Sequence[StageRow], run: int, executor: str, warmup: int) -> list[Series]:
+    """Kept rows grouped by kind and stage, in row order.
+
+    Raises:
+        BenchError: a row whose ``dry_run`` contradicts the kind its correlation id names.
+    """
+    grouped: dict[tuple[str, str], list[float]] = {}
+    for row in rows:
+        should_be_dry = row.phase not in REAL_PHASES
+        if row.dry_run is not should_be_dry:
+            raise BenchError(f"{row.stage} row of phase {row.phase} has dry_run={row.dry_run}")
+        kind = KIND_OF_PHASE.get(row.phase)
+        if kind is not None:
+            grouped.setdefault((kind, row.stage), []).append(row.duration_us)
+    series = []
+    for kind in KINDS:
+        kind_warmup = warmup if kind.startswith("fire:") else 0
+        for stage in FIRE_STAGES:
+            samples = grouped.get((kind, stage))
+            if samples:
+                series.append(Series(run, executor, kind, stage, kind_warmup, tuple(samples)))
+    return series
+
+
+def run_fire_configuration(
+    spec: ExecutorSpec, run: int, plan: FirePlan, env: Mapping[str, str]
+) -> tuple[list[Series], FireRunFacts]:
+    """Start the executor against the fake, drive it with the fire client, read its stage rows.
+
+    Raises:
+        BenchError: a failed client, missing or extra rows, dispatch errors, a bad exit.
+    """
+    directory = tempfile.mkdtemp(prefix="bench-fire-")
+    try:
+        socket_path = os.path.join(directory, "x.sock")
+        database_path = os.path.join(directory, "telemetry.db")
+        with RunningExecutor(spec, socket_path, database_path, env=env) as executor:
+            command = [sys.executable, "-m", "bench.fireclient", "--socket", socket_path]
+            done = subprocess.run(
+                command + plan.argv(), capture_output=True, text=True, timeout=FIRE_CLIENT_TIMEOUT_S
+            )
+            if done.returncode != 0:
+                raise BenchError(
+                    f"fire client exited {done.returncode}: {done.stderr.strip()[-400:]}"
+                )
+            rows = wait_for_fire_rows(database_path, plan, COMPLETION_TIMEOUT_S)
+            status = executor.stop()
+        if status != 0:
+            raise BenchError(
+                f"executor {spec.name} exited {status} after SIGTERM:"
+                f" {executor.stderr_text.strip()[-400:]}"
+            )
+        errors = parse_counters(executor.stderr_text).get("dispatch_errors", 0)
+        if errors:
+            raise BenchError(
+                f"executor {spec.name} reported dispatch_errors={errors}:"
+                f" {executor.stderr_text.strip()[-400:]}"
+            )
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    signed = sum(1 for row in rows if row.phase == "burstshadow" and row.stage == "sign")
+    facts = FireRunFacts(run, spec.name, plan.expected()["burstshadow"], signed)
+    return series_of(rows, run, spec.name, plan.warmup), facts
+
+
+def run_fire_all(
+    executors: Sequence[ExecutorSpec],
+    *,
+    runs: int,
+    plan: FirePlan,
+    progress: Callable[[str], None],
+) -> tuple[list[Series], list[FireRunFacts]]:
+    """Every executor ``runs`` times against one fake exchange, interleaved and rotated."""
+    series: list[Series] = []
+    facts: list[FireRunFacts] = []
+    with FakeExchangeProcess() as fake:
+        env = fire_environment(fake.info, os.environ)
+        pairs = [(spec, "fire") for spec in executors]
+        for run in range(1, runs + 1):
+            for spec, _ in rotated(pairs, run):
+                progress(f"fire run {run}/{runs}: {spec.name}")
+                found, fact = run_fire_configuration(spec, run, plan, env)
+                series += found
+                facts.append(fact)
+    return series, facts
+
+
+def _median_percentile(items: Sequence[Series], p: float) -> float:
+    return statistics.median(percentile(item.samples_us, p) for item in items)
+
+
+def fire_lines(series: Sequence[Series], facts: Sequence[FireRunFacts]) -> list[str]:
+    """The fire path's comparisons: detect_fire ratios to trio, burst over quiet, sign's share."""
+    by_key: dict[tuple[str, str, str], list[Series]] = {}
+    for item in series:
+        by_key.setdefault((item.executor, item.client, item.span), []).append(item)
+    executors = sorted({item.executor for item in series})
+    lines = ["fire path: detect_fire median p50 over trio's (same kind, same invocation):"]
+    for kind in KINDS:
+        reference = by_key.get(("trio", kind, "detect_fire"))
+        for executor in executors:
+            mine = by_key.get((executor, kind, "detect_fire"))
+            if executor == "trio" or not mine or not reference:
+                continue
+            ratio = _median_percentile(reference, 0.5) / _median_percentile(mine, 0.5)
+            lines.append(f"  trio / {executor}  {kind:<12} detect_fire p50: {ratio:.3f}x")
+    lines.append("fire path: burst:real over fire:real detect_fire p99 (median of runs; pooled):")
+    for executor in executors:
+        burst = by_key.get((executor, "burst:real", "detect_fire"))
+        quiet = by_key.get((executor, "fire:real", "detect_fire"))
+        if not burst or not quiet:
+            continue
+        median_ratio = _median_percentile(burst, 0.99) / _median_percentile(quiet, 0.99)
+        pooled_burst = percentile([v for s in burst for v in s.samples_us], 0.99)
+        pooled_quiet = percentile([v for s in quiet for v in s.samples_us], 0.99)
+        lines.append(
+            f"  {executor:>10}: {median_ratio:.2f}x (median of runs);"
+            f" pooled {pooled_burst:.1f} / {pooled_quiet:.1f} us"
+            f" = {pooled_burst / pooled_quiet:.2f}x"
+        )
+    lines.append("fire path: sign p50 as a share of detect_fire p50 (medians of runs):")
+    for executor in executors:
+        for kind in ("fire:shadow", "fire:real"):
+            sign = by_key.get((executor, kind, "sign"))
+            detect = by_key.get((executor, kind, "detect_fire"))
+            if sign and detect:
+                share = _median_percentile(sign, 0.5) / _median_percentile(detect, 0.5)
+                lines.append(f"  {executor:>10} {kind:<12} {share:.0%}")
+    for executor in executors:
+        runs_of = [fact for fact in facts if fact.executor == executor]
+        sent = sum(fact.burst_shadows_sent for fact in runs_of)
+        signed = sum(fact.burst_shadows_signed for fact in runs_of)
+        lines.append(
+            f"  {executor:>10}: burst shadow fires signed {signed} of {sent}"
+            f" (skipped before signing: {sent - signed})"
+        )
+    return lines

@@ -1,0 +1,123 @@
+"""Experiments, not product: ``executor serve`` with one fire-path change patched in, for A/B runs.
+
+``python -m bench.variants VARIANT[+VARIANT...] serve ARGS...`` applies the named patches, then runs
+the real ``executor.cli.main``. Run beside the unpatched executor through ``cmd:``, e.g.::
+
+    python -m bench --fire-only \\
+        --executors "trio,uvloop,cmd:.venv/bin/python -m bench.variants idle-lane serve"
+
+so that RESULTS.md can say what a change to the fire path would buy, measured in the same run,
+before anyone changes the executor. Variants:
+
+- ``idle-lane``: the shadow lane takes a queued shadow order only when every other task is blocked
+  (``trio.testing.wait_all_tasks_blocked``), so reading, acking and real fires always go first.
+  Measured against the lane that signed on the loop (one shadow signature per scheduler pass, so
+  a burst's later frames each waited behind one); with ``--shadow-signing process`` (main's
+  default since) the signature is off the loop anyway and this variant only delays shadows.
+- ``direct-request``: the order request is made with ``httpx.Request(...)`` from headers merged
+  once, instead of ``AsyncClient.build_request`` (which merges URL, cookies, headers and timeout
+  per call) between the signature and the ``sent`` stamp.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, Final
+
+import httpx
+import trio
+import trio.testing
+
+from executor import exchange, shadow_lane
+from executor.clock import stamp_ns, wall_ms
+
+
+def _patch_idle_lane() -> None:
+    lane_log = shadow_lane.log
+
+    async def run(
+        self: shadow_lane.ShadowLane,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        task_status.started()
+        try:
+            async for job in self._receive:
+                # Sign only when nothing else can run: frames, acks and real fires go first.
+                await trio.testing.wait_all_tasks_blocked()
+                try:
+                    await self._client.place_order(job.body, job.stamps.order, dry_run=True)
+                    self.signed += 1
+                except Exception:
+                    lane_log.exception("shadow fire failed to sign")
+                finally:
+                    job.finish()
+        finally:
+            self._finish_unsigned()
+            self._receive.close()
+
+    shadow_lane.ShadowLane.run = run  # type: ignore[method-assign]
+
+
+def _patch_direct_request() -> None:
+    async def order_attempt(
+        self: exchange.ExchangeClient, body: bytes, stamps: exchange.OrderStamps, *, dry_run: bool
+    ) -> dict[str, Any]:
+        stamps.sign_start_ns = stamps.sign_end_ns = stamps.sent_ns = stamps.ack_ns = None
+        stamps.attempts += 1
+        if not dry_run:
+            await self.limiter.acquire(exchange.TOKENS_PER_ORDER)
+        cached = getattr(self, "_bench_direct", None)
+        if cached is None:
+            # Once per client: the URL and the client's default headers, merged the way
+            # build_request would, and the timeout extension.
+            url = self._http.base_url.join(exchange.ORDER_PATH)
+            defaults = list(self._http.headers.multi_items())
+            extensions = {"timeout": self._order_timeout.as_dict()}
+            cached = (url, defaults, extensions)
+            self._bench_direct = cached  # type: ignore[attr-defined]
+        url, defaults, extensions = cached
+        timestamp = str(wall_ms())
+        stamps.sign_start_ns = stamp_ns()
+        if dry_run and self.shadow_signer is not None:
+            signature = await self.shadow_signer(timestamp, "POST", exchange.ORDER_PATH)
+        else:
+            signature = self._signer.sign(timestamp, "POST", exchange.ORDER_PATH)
+        stamps.sign_end_ns = stamp_ns()
+        headers = [*defaults, *self._headers(timestamp, signature, with_body=True).items()]
+        request = httpx.Request("POST", url, content=body, headers=headers, extensions=extensions)
+        stamps.sent_ns = stamp_ns()
+        if dry_run:
+            return {}
+        response = await self._send(request, exchange.ORDER_TIMEOUT_S)
+        stamps.ack_ns = stamp_ns()
+        return exchange.parse_response(response)
+
+    exchange.ExchangeClient._order_attempt = order_attempt  # type: ignore[method-assign]
+
+
+VARIANTS: Final[dict[str, Callable[[], None]]] = {
+    "idle-lane": _patch_idle_lane,
+    "direct-request": _patch_direct_request,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Apply the variants named first, then run ``executor`` with the remaining arguments."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args or any(name not in VARIANTS for name in args[0].split("+")):
+        print(
+            f"usage: python -m bench.variants {{{'|'.join(VARIANTS)}}}[+...] serve ARGS",
+            file=sys.stderr,
+        )
+        return 2
+    for name in args[0].split("+"):
+        VARIANTS[name]()
+    from executor.cli import main as executor_main
+
+    return executor_main(args[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
