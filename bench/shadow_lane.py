@@ -18,6 +18,7 @@ The figures are medians and p90s in ms on the machine it runs on.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import sqlite3
 import tempfile
@@ -124,7 +125,7 @@ async def measure(rounds: int, burst: int, directory: Path) -> dict[str, list[fl
                     await trio.sleep(SETTLE_S)
         telemetry.close()
         nursery.cancel_scope.cancel()
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db:
         rows = db.execute(
             "SELECT correlation_id, duration_ms FROM latency_events WHERE stage = 'detect_fire'"
             " AND metadata_json = '{\"dry_run\": false}'"

@@ -7,6 +7,7 @@ decided by the test, not by timing.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sqlite3
 from collections.abc import Iterator
@@ -68,7 +69,7 @@ def frames(prefix: str, count: int) -> bytes:
 
 def row_ids_and_durations(db_path: Path) -> list[tuple[str, float]]:
     """Every wake_recv row's (correlation_id, duration_ms), in insertion order."""
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db:
         return db.execute(
             "SELECT correlation_id, duration_ms FROM latency_events"
             " WHERE stage = 'wake_recv' ORDER BY id"

@@ -12,6 +12,7 @@ tests under Trio, so these are plain tests that call ``asyncio.run``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import signal
 import sqlite3
@@ -246,7 +247,7 @@ def created_db(spawner: Spawner, short_dir: Path) -> Path:
 def test_created_database_has_user_version_6_and_only_its_four_tables(created_db: Path) -> None:
     """A file the executor created has user_version 6, its four tables and seven indexes
     (TELEMETRY.md's two tables, DISPATCH.md §8's orders_fired and heartbeats)."""
-    with sqlite3.connect(created_db) as db:
+    with contextlib.closing(sqlite3.connect(created_db)) as db:
         (user_version,) = db.execute("PRAGMA user_version").fetchone()
         tables = {
             name
