@@ -49,6 +49,10 @@ RATE_LIMIT_INTERVAL_S: Final = 10.0
 """Length of a rate-limit interval (seconds): a flood shows up at least every 10 s, and five kinds
 at 10 lines each stay under ~5 lines/s, which any reader of stderr keeps up with."""
 
+QUIET_LIBRARIES: Final = ("httpx", "httpcore", "hpack")
+"""Libraries whose INFO lines are one per request (httpx: "HTTP Request: POST ..."): every order and
+account poll would log twice. They log at WARNING and above; the executor logs its own events."""
+
 _BLOCKED_WRITE_POLL_S: Final = 0.1
 """How often a writer facing a non-blocking, full stderr looks again (seconds)."""
 
@@ -205,6 +209,8 @@ def start_logging(
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(level_number)
+    for name in QUIET_LIBRARIES:
+        logging.getLogger(name).setLevel(max(level_number, logging.WARNING))
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

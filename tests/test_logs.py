@@ -173,3 +173,22 @@ async def test_ten_thousand_rejected_frames_log_a_bounded_count(
     assert 0 < len(shown) <= RATE_LIMIT_LINES * intervals
     assert len(suppressed) <= intervals
     assert len(shown) + sum(suppressed) == REJECTED_FRAMES
+
+
+def test_per_request_library_lines_are_quiet() -> None:
+    """httpx's INFO line per request is not written at the info level; its warnings still are."""
+    writer = StalledWriter(threading.get_ident())
+    writer.resume.set()  # never stalls: a plain collecting writer
+    root_level = logging.getLogger().level
+    logs.start_logging("json", "info", writer=writer)
+    try:
+        logging.getLogger("httpx").info('HTTP Request: POST https://x/y "HTTP/1.1 201 Created"')
+        logging.getLogger("httpx").warning("a warning from httpx")
+        structlog.get_logger().info("an executor event")
+    finally:
+        logs.stop_logging()
+        logging.getLogger().setLevel(root_level)
+        structlog.reset_defaults()
+    written = "\n".join(writer.written)
+    assert "HTTP Request" not in written
+    assert "a warning from httpx" in written and "an executor event" in written
