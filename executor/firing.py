@@ -127,7 +127,7 @@ async def open_order_path(
                 orders = fire_path.orders
                 assert orders is not None
                 async with trio.open_nursery() as lane_nursery:
-                    lane_nursery.start_soon(orders.lane.run)
+                    await lane_nursery.start(orders.lane.run)
                     try:
                         async with trio.open_nursery() as pollers:
                             await pollers.start(serve_account, client, orders.account, risk)

@@ -89,6 +89,11 @@ class ShadowLane:
         Cancellation: jobs still queued are finished unsigned (their ``order_build`` row is still
         written) so no fire's rows are lost.
         """
+        # Imported as the lane starts (before the socket is reachable), not at module import:
+        # trio.testing pulls in pytest where it is installed (~0.15 s), which an executor without
+        # an exchange never needs and the first shadow fire must not wait for.
+        import trio.testing
+
         task_status.started()
         try:
             async for job in self._receive:
@@ -127,8 +132,7 @@ async def _until_the_loop_is_idle() -> None:
 
     Cancellation: checkpoints; a cancelled wait ends the lane like any other cancellation.
     """
-    # Imported here: trio.testing pulls in pytest where it is installed (~0.15 s of start-up).
-    from trio.testing import wait_all_tasks_blocked
+    from trio.testing import wait_all_tasks_blocked  # already imported by ShadowLane.run
 
     with trio.move_on_after(MAX_DEFER_S):
         await wait_all_tasks_blocked(IDLE_CUSHION_S)
