@@ -232,81 +232,90 @@ def _is_oversized(correlation_id: str) -> bool:
 # --- the Trio side --------------------------------------------------------------------------------
 
 
-class _FailureWarnings:
-    """At most one warning per ``WARNING_INTERVAL_S``, carrying how many were held back."""
+class _Throttle:
+    """At most one line per ``WARNING_INTERVAL_S``; the occurrences held back in between are
+    counted and handed to the next line (a broken disk must not flood the log)."""
 
-    def __init__(self, path: Path) -> None:
-        self._path = str(path)
+    def __init__(self) -> None:
         self._next_allowed = float("-inf")
         self._suppressed = 0
 
-    def row_dropped(self, correlation_id: str, error: str) -> None:
-        """Report one dropped row, or count it towards the next report."""
+    def admit(self) -> int | None:
+        """The count held back since the last line when one may be logged now, else None."""
         now = time.monotonic()
         if now < self._next_allowed:
             self._suppressed += 1
-            return
-        logger.warning(
-            "telemetry row dropped: write failed",
-            path=self._path,
-            correlation_id=correlation_id,
-            error=error,
-            suppressed=self._suppressed,
-        )
-        self._suppressed = 0
+            return None
         self._next_allowed = now + WARNING_INTERVAL_S
+        return self.take_suppressed()
 
-    def flush(self) -> None:
-        """Report the drops held back since the last warning, if any."""
-        if self._suppressed:
-            logger.warning(
-                "telemetry rows dropped: write failed", path=self._path, suppressed=self._suppressed
-            )
-            self._suppressed = 0
+    def take_suppressed(self) -> int:
+        """The count held back so far, which is reset."""
+        suppressed, self._suppressed = self._suppressed, 0
+        return suppressed
 
 
-class _OrderFailureLog:
-    """ERROR lines for order rows the database refused, with the row; rate-limited like
-    :class:`_FailureWarnings` (a broken disk must not flood the log), and heartbeat warnings."""
+class _FailureWarnings:
+    """Throttled warnings for latency rows the database refused."""
 
     def __init__(self, path: Path) -> None:
         self._path = str(path)
-        self._next_order = float("-inf")
-        self._next_heartbeat = float("-inf")
-        self._suppressed = 0
+        self._throttle = _Throttle()
+
+    def row_dropped(self, correlation_id: str, error: str) -> None:
+        """Report one dropped row, or count it towards the next report."""
+        suppressed = self._throttle.admit()
+        if suppressed is not None:
+            logger.warning(
+                "telemetry row dropped: write failed",
+                path=self._path,
+                correlation_id=correlation_id,
+                error=error,
+                suppressed=suppressed,
+            )
+
+    def flush(self) -> None:
+        """Report the drops held back since the last warning, if any."""
+        suppressed = self._throttle.take_suppressed()
+        if suppressed:
+            logger.warning(
+                "telemetry rows dropped: write failed", path=self._path, suppressed=suppressed
+            )
+
+
+class _OrderFailureLog:
+    """Throttled ERROR lines, with the row, for order rows the database refused; throttled
+    warnings for heartbeats."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = str(path)
+        self._orders = _Throttle()
+        self._heartbeats = _Throttle()
 
     def order_dropped(self, row: OrderRow, error: str) -> None:
         """Report one dropped order row with its content, or count it towards the next report."""
-        now = time.monotonic()
-        if now < self._next_order:
-            self._suppressed += 1
-            return
-        logger.error(
-            "order row dropped: write failed",
-            path=self._path,
-            row=row_fields(row),
-            error=error,
-            suppressed=self._suppressed,
-        )
-        self._suppressed = 0
-        self._next_order = now + WARNING_INTERVAL_S
+        suppressed = self._orders.admit()
+        if suppressed is not None:
+            logger.error(
+                "order row dropped: write failed",
+                path=self._path,
+                row=row_fields(row),
+                error=error,
+                suppressed=suppressed,
+            )
 
     def heartbeat_dropped(self, row: HeartbeatRow, error: str) -> None:
         """One warning per interval for heartbeats that could not be written."""
-        now = time.monotonic()
-        if now >= self._next_heartbeat:
+        if self._heartbeats.admit() is not None:
             logger.warning(
                 "heartbeat row dropped: write failed", path=self._path, row=asdict(row), error=error
             )
-            self._next_heartbeat = now + WARNING_INTERVAL_S
 
     def flush(self) -> None:
         """Report the order drops held back since the last line, if any."""
-        if self._suppressed:
-            logger.error(
-                "order rows dropped: write failed", path=self._path, suppressed=self._suppressed
-            )
-            self._suppressed = 0
+        suppressed = self._orders.take_suppressed()
+        if suppressed:
+            logger.error("order rows dropped: write failed", path=self._path, suppressed=suppressed)
 
 
 class _Consumer:
