@@ -2,7 +2,8 @@
 
 Written the way the reference writes it, so the Trio executor's fire path has an honest opponent:
 after the ack the connection loop ``create_task``s the fire; the fire builds the order (the same
-``executor.exchange.order_body`` bytes the Trio transport sends), takes a rate-limit token (real
+``executor.exchange.transport.order_body`` bytes the Trio transport sends), takes a rate-limit
+token (real
 fires), timestamps, signs **on the event loop** with ``executor.signer.KalshiSigner``, builds the
 four headers and stamps ``sent``. A shadow fire (``dry_run``) stops there. A real fire ``POST``s
 through one pre-warmed keep-alive ``aiohttp.ClientSession`` and reads the whole response.
@@ -33,9 +34,9 @@ import aiohttp
 
 from bench.rowwriter import RowWriter
 from executor.clock import clock_domain
-from executor.exchange import BALANCE_PATH, ORDER_PATH, OrderSpec, OrderStamps, order_body
-from executor.protocol import WakeMessage
+from executor.exchange.transport import BALANCE_PATH, ORDER_PATH, OrderSpec, OrderStamps, order_body
 from executor.signer import HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP, KalshiSigner
+from executor.wire.protocol import WakeMessage
 
 DEMO_BASE_URL: Final = "https://external-api.demo.kalshi.co"
 """The reference's demo default, used when ``KALSHI_DEMO_BASE_URL`` is unset."""

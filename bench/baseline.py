@@ -33,7 +33,7 @@ from bench.basefire import (
     open_fire_path,
 )
 from bench.rowwriter import RowWriter
-from executor.protocol import (
+from executor.wire.protocol import (
     DecodeError,
     FrameTooLargeError,
     WakeMessage,

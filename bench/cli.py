@@ -61,7 +61,7 @@ frames/s per run), then one flat-out flood connection per executor and run for
 --seconds (throughput.csv: acked frames/s, drops).
 
 --fire adds the fire path (--fire-only runs it alone): one fake exchange process
-(python -m executor.fake_exchange) per invocation, every executor pointed at it
+(python -m executor.fake) per invocation, every executor pointed at it
 through the reference's KALSHI_* variables (risk limits raised so the gate never
 refuses), a fire client sending quiet shadow and real wakes and shadow bursts
 with one real wake in the middle. Spans order_build, sign, dispatch_send,

@@ -34,7 +34,7 @@ from typing import Final
 import trio
 
 from bench.frames import body_length, correlation_id, wake_frame, wake_message
-from executor.protocol import WakeMessage, decode_wake_ack, encode_frame
+from executor.wire.protocol import WakeMessage, decode_wake_ack, encode_frame
 
 POLLER_QUEUE: Final = 64
 """The poller's message queue bound (messages); a guess at the reference's order of magnitude."""

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.frames import correlation_id, wake_frame
-from executor.protocol import decode_wake_message, encode_accepted_ack
+from executor.wire.protocol import decode_wake_message, encode_accepted_ack
 
 SIGN_METHOD = "GET"
 SIGN_PATH = "/trade-api/v2/portfolio/orders"

@@ -1,6 +1,6 @@
 """Fire-path runs (``python -m bench --fire``): one fake exchange, every executor pointed at it.
 
-The harness starts one ``python -m executor.fake_exchange`` process per invocation and hands every
+The harness starts one ``python -m executor.fake`` process per invocation and hands every
 executor the reference's variables for it (real mode: the same code that would talk to Kalshi),
 with risk limits raised so the gate never refuses while its arithmetic still runs. A fire client
 (``bench.fireclient``) sends the quiet and shadow-burst phases; the executor's own
@@ -104,11 +104,11 @@ def fire_environment(info: FakeExchangeInfo, base: Mapping[str, str]) -> dict[st
 
 
 class FakeExchangeProcess:
-    """``python -m executor.fake_exchange`` for one invocation; a context manager that stops it."""
+    """``python -m executor.fake`` for one invocation; a context manager that stops it."""
 
     def __init__(self) -> None:
         self._directory = tempfile.mkdtemp(prefix="bench-fake-")
-        command = [sys.executable, "-m", "executor.fake_exchange", "--port", "0"]
+        command = [sys.executable, "-m", "executor.fake", "--port", "0"]
         command += ["--dir", self._directory, "--balance-cents", str(FAKE_BALANCE_CENTS)]
         self._stderr = open(os.path.join(self._directory, "stderr.txt"), "wb")  # noqa: SIM115
         self._process = subprocess.Popen(

@@ -27,7 +27,7 @@ from typing import Final
 
 from bench.frames import body_length, wake_message
 from executor.clock import clock_domain
-from executor.protocol import decode_wake_ack, encode_frame
+from executor.wire.protocol import decode_wake_ack, encode_frame
 
 SHADOW_GAP_S: Final = 0.005
 """Pause after a quiet shadow wake's ack (s): its fire (about one 0.5 ms signature) is over."""

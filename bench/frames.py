@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Final
 
-from executor.protocol import PREFIX_BYTES, WakeMessage, encode_frame
+from executor.wire.protocol import PREFIX_BYTES, WakeMessage, encode_frame
 
 LADDER: Final = [[0.0, 0.05, 0.001], [0.05, 0.95, 0.01], [0.95, 1.0, 0.001]]
 """A realistic three-band tick grid, so the body has the size of a real v4 wake."""

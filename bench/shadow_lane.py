@@ -1,7 +1,8 @@
 """Does a burst of shadow fires delay a real one? ``python -m bench.shadow_lane``.
 
 DISPATCH.md §1 asks that a real fire never wait behind shadow fires, and that the arrangement be
-shown with a measurement. This runs the executor's real order path (``executor.firing``) against
+shown with a measurement. This runs the executor's real order path (``executor.fire.assembly``)
+against
 the in-process fake exchange over TLS and times each real fire's ``detect_fire`` span (from its
 wake's ``recv_ns`` to the request handed to the HTTP client) in three conditions, interleaved
 round by round so drift hits all alike:
@@ -30,15 +31,15 @@ import trio
 from bench.stats import percentile
 from executor.clock import clock_domain
 from executor.config import ExchangeSettings, Settings
-from executor.fake_exchange import FakeCredentials, serve_fake_exchange
-from executor.firing import open_order_path
-from executor.order_request import FireRequest, OrderTemplate
-from executor.protocol import WakeMessage
-from executor.risk import RiskLimits
-from executor.shadow_lane import SHADOW_LANE_CAPACITY
-from executor.sizing import SizingConfig
-from executor.stages import FireStamps
+from executor.decide.order_request import FireRequest, OrderTemplate
+from executor.decide.risk import RiskLimits
+from executor.decide.sizing import SizingConfig
+from executor.exchange.shadow_lane import SHADOW_LANE_CAPACITY
+from executor.exchange.stages import FireStamps
+from executor.fake.exchange import FakeCredentials, serve_fake_exchange
+from executor.fire.assembly import open_order_path
 from executor.telemetry import serve_telemetry
+from executor.wire.protocol import WakeMessage
 
 CONDITIONS = ("alone", "lane", "inline")
 """Nothing queued; a burst of shadow fires through the lane; the same burst signed in line."""

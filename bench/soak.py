@@ -43,7 +43,7 @@ import orjson
 
 from bench.frames import wake_message
 from bench.processes import parse_counters
-from executor.protocol import PREFIX_BYTES, decode_wake_ack, encode_frame
+from executor.wire.protocol import PREFIX_BYTES, decode_wake_ack, encode_frame
 
 READY_TIMEOUT_S: Final = 20.0
 """How long a fresh executor may take to accept a connection (s); interpreter start dominates."""

@@ -6,6 +6,6 @@ is not installed, re-exports it so every percentile in the project comes from on
 
 from __future__ import annotations
 
-from executor.percentile import percentile
+from executor.stats.percentile import percentile
 
 __all__ = ["percentile"]

@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Final
 
-from executor.sqlite_writer import open_database
-from executor.stats import build_report, open_read_only, parse_since
+from executor.recording.sqlite_writer import open_database
+from executor.stats.command import build_report, open_read_only, parse_since
 
 DAY_MS: Final = 86_400_000
 SEED: Final = 20261130

@@ -15,7 +15,7 @@ before anyone changes the executor. Variants:
   a burst's later frames each waited behind one); with ``--shadow-signing process`` (main's
   default since) the signature is off the loop anyway and this variant only delays shadows.
   Main's lane has since adopted the idea in a bounded form (idle for 0.2 ms, at most 50 ms late:
-  ``executor.shadow_lane``); this variant waits without a bound or a cushion.
+  ``executor.exchange.shadow_lane``); this variant waits without a bound or a cushion.
 - ``direct-request``: the order request is made with ``httpx.Request(...)`` from headers merged
   once, instead of ``AsyncClient.build_request`` (which merges URL, cookies, headers and timeout
   per call) between the signature and the ``sent`` stamp. Main's transport has since adopted it
@@ -32,8 +32,9 @@ import httpx
 import trio
 import trio.testing
 
-from executor import exchange, shadow_lane
 from executor.clock import stamp_ns, wall_ms
+from executor.exchange import shadow_lane
+from executor.exchange import transport as exchange
 
 
 def _patch_idle_lane() -> None:

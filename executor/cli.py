@@ -14,10 +14,10 @@ import trio
 
 from executor import __version__, logs
 from executor.config import ConfigError, StartupError, add_exchange_arguments, load_settings
-from executor.fire import DEFAULT_CONTRACT_COUNT, FirePath
-from executor.killswitch import DEFAULT_TTL_S, KillSwitch, killswitch_main
-from executor.metrics import DEFAULT_HOST as METRICS_DEFAULT_HOST
-from executor.metrics import parse_metrics_address
+from executor.decide.killswitch import DEFAULT_TTL_S, KillSwitch, killswitch_main
+from executor.fire.path import DEFAULT_CONTRACT_COUNT, FirePath
+from executor.recording.metrics import DEFAULT_HOST as METRICS_DEFAULT_HOST
+from executor.recording.metrics import parse_metrics_address
 from executor.server import (
     DEFAULT_GRACE_S,
     ExecutorServer,
@@ -183,7 +183,7 @@ def _serve(args: argparse.Namespace) -> int:
         signer = None
         if settings.exchange.mode != "none":
             # Only an executor with an exchange pays for importing the order path (httpx & co.).
-            from executor.firing import load_signer, order_path_factory
+            from executor.fire.assembly import load_signer, order_path_factory
 
             if settings.exchange.mode == "real":
                 signer = load_signer(settings.exchange)
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["killswitch"]:
         return killswitch_main(argv[1:])
     if argv[:1] == ["stats"]:
-        from executor.stats import stats_main  # only the stats command pays for its imports
+        from executor.stats.command import stats_main  # only the stats command pays for its imports
 
         return stats_main(argv[1:])
     args = build_parser().parse_args(argv)

@@ -27,8 +27,8 @@ from typing import Final, Literal, TypeVar, cast
 
 import dotenv
 
-from executor.risk import RISK_ENV_VARS, RiskLimits
-from executor.sizing import SizingConfig
+from executor.decide.risk import RISK_ENV_VARS, RiskLimits
+from executor.decide.sizing import SizingConfig
 
 ExchangeMode = Literal["none", "fake", "real"]
 Environment = Literal["demo", "prod"]

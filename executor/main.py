@@ -14,7 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``executor`` and ``python -m executor``."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["stats"]:
-        from executor.stats import stats_main
+        from executor.stats.command import stats_main
 
         return stats_main(argv[1:])
     from executor.cli import main as cli_main

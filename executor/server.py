@@ -9,7 +9,7 @@ Task tree (every task lives inside ``ExecutorServer.run``'s root nursery)::
         |-- fires nursery           one task per accepted fire
         `-- connections nursery     one task per connection, fed by serve_listeners
 
-The connection loop itself (read, stamp, decode, ack, record, fire) is ``executor.connection``.
+The connection loop itself (read, stamp, decode, ack, record, fire) is ``executor.wire.connection``.
 """
 
 from __future__ import annotations
@@ -28,10 +28,8 @@ import structlog
 import trio
 
 from executor.config import StartupError
-from executor.connection import Connection, FrameCounters, PeerGone, serve_frames
-from executor.fire import FirePath
-from executor.metrics import STOP_TIMEOUT_S, MetricsEndpoint, start_metrics_endpoint
-from executor.protocol import WakeMessage
+from executor.fire.path import FirePath
+from executor.recording.metrics import STOP_TIMEOUT_S, MetricsEndpoint, start_metrics_endpoint
 from executor.telemetry import (
     BATCH_LINGER_S,
     CHANNEL_CAPACITY,
@@ -39,7 +37,9 @@ from executor.telemetry import (
     TelemetryOpenError,
     serve_telemetry,
 )
-from executor.unixsocket import (
+from executor.wire.connection import Connection, FrameCounters, PeerGone, serve_frames
+from executor.wire.protocol import WakeMessage
+from executor.wire.unixsocket import (
     InstanceLock,
     PreparedSocket,
     SocketSetupError,
@@ -51,7 +51,7 @@ from executor.unixsocket import (
 )
 
 if TYPE_CHECKING:  # the order path's modules load only when an exchange is configured
-    from executor.firing import OrderPathFactory
+    from executor.fire.assembly import OrderPathFactory
 
 log = structlog.get_logger()
 

@@ -42,7 +42,7 @@ from typing import Any, Final
 import structlog
 import trio
 
-from executor.rows import (
+from executor.recording.rows import (
     HeartbeatRow,
     LatencyRow,
     OrderRow,
@@ -51,7 +51,7 @@ from executor.rows import (
     latency_row,
     wake_recv_row,
 )
-from executor.sqlite_writer import (
+from executor.recording.sqlite_writer import (
     REFERENCE_USER_VERSION,
     TelemetryOpenError,
     close_database,

@@ -31,9 +31,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from bench.stats import percentile
-from executor.fire import snap_to_grid
-from executor.protocol import WakeAck, WakeMessage, encode_frame
+from executor.fire.path import snap_to_grid
 from executor.signer import KalshiSigner
+from executor.wire.protocol import WakeAck, WakeMessage, encode_frame
 
 GOLDEN = Path(__file__).resolve().parent
 

@@ -5,46 +5,21 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
 
 from executor import logs
-from executor.exchange import ExchangeEndpoint
-from executor.fake_exchange import FakeCredentials, FakeExchange, serve_fake_exchange
-from executor.fire import FirePath
-from executor.protocol import WakeMessage
-from executor.server import ExecutorServer, ServerConfig
-from executor.signer import KalshiSigner
+from executor.fake.exchange import FakeCredentials, FakeExchange, serve_fake_exchange
+from tests.support.inprocess import RunningServer, start_server
+from tests.support.processes import Spawner
 
 
 @pytest.fixture(autouse=True)
 def fresh_rate_limits() -> None:
     """Every test starts with a fresh budget of rate-limited warnings (their kinds are global)."""
     logs.reset_rate_limits()
-
-
-def make_wake(correlation_id: str = "corr-1", **overrides: Any) -> WakeMessage:
-    """A valid, tradeable v4 wake (real fire unless ``dry_run=True`` is given)."""
-    base = WakeMessage(
-        schema_version=4,
-        correlation_id=correlation_id,
-        market_ticker="KXBTCD-26AUG2917-T112750",
-        asset="BTC",
-        direction="yes",
-        kalshi_price=0.56,
-        model_probability=0.62,
-        fee=0.02,
-        edge=0.06,
-        decision_ts_ms=1787289600123,
-        sent_at_ms=1787289600124,
-        sent_at_ns=412737100845213,
-        wire_price_yes_dollars=0.56,
-    )
-    return replace(base, **overrides)
 
 
 @pytest.fixture
@@ -55,49 +30,6 @@ def short_dir() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
-
-
-class RunningServer:
-    """An in-process executor plus what a test needs to reach it."""
-
-    def __init__(self, server: ExecutorServer, cancel_scope: trio.CancelScope) -> None:
-        self.server = server
-        self.socket_path = server.config.socket_path
-        self.db_path = server.config.telemetry_db
-        self._scope = cancel_scope
-        self.finished = trio.Event()
-
-    async def shutdown(self) -> None:
-        """Request an orderly shutdown and wait until ``run`` has returned."""
-        self.server.request_shutdown()
-        await self.finished.wait()
-
-
-async def start_server(
-    nursery: trio.Nursery, directory: Path, *, fire_path: FirePath | None = None, **config: Any
-) -> RunningServer:
-    """Start an executor in ``nursery`` on ``directory/x.sock`` and wait until it accepts."""
-    server = ExecutorServer(
-        ServerConfig(
-            socket_path=directory / "x.sock",
-            telemetry_db=directory / "t.db",
-            fire_path=fire_path or FirePath(),
-            handle_signals=False,
-            **config,
-        )
-    )
-    scope = trio.CancelScope()
-    running = RunningServer(server, scope)
-
-    async def run(task_status: trio.TaskStatus[None]) -> None:
-        with scope:
-            try:
-                await server.run(task_status=task_status)
-            finally:
-                running.finished.set()
-
-    await nursery.start(run)
-    return running
 
 
 @pytest.fixture
@@ -122,7 +54,11 @@ async def fake_exchange(nursery: trio.Nursery, fake_credentials: FakeCredentials
     return exchange
 
 
-def fake_endpoint(exchange: FakeExchange, credentials: FakeCredentials) -> ExchangeEndpoint:
-    """The endpoint an executor uses to trade against ``exchange``."""
-    signer = KalshiSigner(credentials.private_key_path, credentials.key_id)
-    return ExchangeEndpoint(exchange.base_url, credentials.key_id, signer, credentials.ca_file)
+@pytest.fixture
+def spawner(short_dir: Path) -> Iterator[Spawner]:
+    """A process starter whose leftovers are killed when the test ends, pass or fail."""
+    spawner = Spawner(short_dir)
+    try:
+        yield spawner
+    finally:
+        spawner.kill_all()

@@ -1,0 +1,148 @@
+"""The account poll and the heartbeat: two background tasks of an executor with an exchange.
+
+``serve_account`` polls the balance and the open positions once before the executor serves and
+then every ``ACCOUNT_POLL_INTERVAL_S`` (DISPATCH.md §7): the balance feeds sizing, the positions
+feed the risk gate's reconciliation, stamped with the time the request was *issued* (a fill the
+exchange booked after that moment is not in the answer, so the gate keeps counting it). A failed
+poll keeps the last good values, logs (rate-limited) and tries again at the next interval; it never
+stops the executor.
+
+``serve_heartbeats`` writes the ``heartbeats`` row (``process = 'executor'``) every
+``HEARTBEAT_INTERVAL_S``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+
+import structlog
+import trio
+
+from executor.clock import wall_ms
+from executor.decide.risk import RiskGate
+from executor.exchange.dispatcher import OrderSink
+from executor.recording.rows import HeartbeatRow
+
+log = structlog.get_logger()
+
+ACCOUNT_POLL_INTERVAL_S: Final = 30.0
+"""Seconds between account polls (the reference's interval): balances move with fills, which the
+gate already counts between polls."""
+
+HEARTBEAT_INTERVAL_S: Final = 10.0
+"""Seconds between heartbeat rows (the reference's interval)."""
+
+POLL_WARNING_INTERVAL_S: Final = 300.0
+"""At most one failed-poll warning per this many seconds (ten polls): an exchange outage must not
+flood the log. A judgement call."""
+
+HEARTBEAT_PROCESS: Final = "executor"
+"""``heartbeats.process`` of this process (the reference's name for the executor)."""
+
+
+class AccountSource(Protocol):
+    """The part of ``executor.exchange.transport.ExchangeClient`` the poll uses."""
+
+    async def get_balance_cents(self) -> int: ...
+
+    async def get_positions(self) -> dict[str, float]: ...
+
+
+@dataclass(slots=True)
+class AccountState:
+    """The last good account figures (zero until the first successful poll)."""
+
+    balance_dollars: float = 0.0
+    positions: dict[str, float] = field(default_factory=dict)
+    polls_ok: int = 0
+    polls_failed: int = 0
+
+
+class _RateLimitedWarning:
+    def __init__(self, interval_s: float) -> None:
+        self._interval_s = interval_s
+        self._next = float("-inf")
+        self._held = 0
+
+    def warn(self, event: str, **fields: object) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            self._held += 1
+            return
+        log.warning(event, suppressed=self._held, **fields)
+        self._held = 0
+        self._next = now + self._interval_s
+
+
+async def poll_account_once(
+    client: AccountSource,
+    state: AccountState,
+    risk: RiskGate | None,
+    warnings: _RateLimitedWarning | None = None,
+) -> bool:
+    """One poll: update ``state`` and reconcile ``risk``; False (values kept) when it failed."""
+    issued_at_ms = wall_ms()
+    try:
+        balance_cents = await client.get_balance_cents()
+        positions = await client.get_positions()
+    except Exception as error:
+        state.polls_failed += 1
+        (warnings or _RateLimitedWarning(0.0)).warn(
+            "account poll failed: keeping the last values", error=str(error) or repr(error)
+        )
+        return False
+    state.balance_dollars = balance_cents / 100
+    state.positions = positions
+    state.polls_ok += 1
+    if risk is not None:
+        risk.reconcile(positions, issued_at_ms)
+    return True
+
+
+async def serve_account(
+    client: AccountSource,
+    state: AccountState,
+    risk: RiskGate | None,
+    *,
+    interval_s: float = ACCOUNT_POLL_INTERVAL_S,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Poll once, report started, then poll every ``interval_s`` until cancelled."""
+    warnings = _RateLimitedWarning(POLL_WARNING_INTERVAL_S)
+    if await poll_account_once(client, state, risk, warnings):
+        log.info(
+            "account polled", balance_dollars=state.balance_dollars, positions=len(state.positions)
+        )
+    task_status.started()
+    while True:
+        await trio.sleep(interval_s)
+        await poll_account_once(client, state, risk, warnings)
+
+
+async def serve_heartbeats(
+    sink: OrderSink,
+    queue_depth: Callable[[], int],
+    dropped_rows: Callable[[], int],
+    *,
+    interval_s: float = HEARTBEAT_INTERVAL_S,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Write a heartbeat row now and every ``interval_s`` until cancelled."""
+    started_at_ms = wall_ms()
+    pid = os.getpid()
+    task_status.started()
+    while True:
+        row = HeartbeatRow(
+            process=HEARTBEAT_PROCESS,
+            pid=pid,
+            started_at_ms=started_at_ms,
+            beat_at_ms=wall_ms(),
+            queue_depth=queue_depth(),
+            dropped_rows=dropped_rows(),
+        )
+        await sink.record_order(row)
+        await trio.sleep(interval_s)

@@ -1,0 +1,314 @@
+"""The dispatcher: one fire's order, from the permission guard to its audit row (DISPATCH.md §4).
+
+A real fire: mint a ``client_order_id``, queue the ``pending`` row without waiting, build the body
+from the template, hand it to the transport, read the status from the response, and queue the
+``resolution`` row whatever happened (success, error, cancellation). A shadow fire is built here
+the same way and then signed by the shadow lane (``executor.fire.path``); it writes no order row.
+
+The pending row is queued *before* the body is built (the reference queues it after): DISPATCH.md
+§1 step 6 allows nothing that touches telemetry between building the order and handing the
+request to the transport, and the pending row needs nothing the body has. ``_build_and_send`` is
+that stretch, and a test reads its syntax tree to keep it free of telemetry, logging and files.
+
+Every stamp goes into a :class:`~executor.exchange.stages.FireStamps` the caller owns, so a
+dispatch that raises or is cancelled still leaves the stamps it reached for the stage rows.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+import structlog
+import trio
+
+from executor.clock import stamp_ns, wall_ms
+from executor.decide.order_request import FireRequest
+from executor.exchange.messages import OrderSpec, OrderStamps, order_body
+from executor.exchange.stages import FireStamps
+from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow, OrderRowKind, OrderStatus
+
+log = structlog.get_logger()
+
+RESOLUTION_TIMEOUT_S: Final = 2.0
+"""Longest a fire task waits for room for an undroppable order row (seconds), shielded from
+cancellation so a shutdown still lands it (DISPATCH.md §4 step 7)."""
+
+CANCELLED_AT_SHUTDOWN: Final = "cancelled at shutdown"
+"""``error_message`` of a dispatch cut by shutdown ([ours]; the reference leaves it NULL)."""
+
+GOOD_TILL_CANCELED: Final = "good_till_canceled"
+"""The one time in force that rests on the book, so it is ``post_only`` and an unfilled answer
+means ``accepted`` rather than ``canceled``."""
+
+FILL_COLUMNS: Final = ("fill_count", "remaining_count", "average_fill_price", "average_fee_paid")
+"""Response fields stored verbatim in ``orders_fired``."""
+
+
+class OrderPlacer(Protocol):
+    """The part of ``executor.exchange.transport.ExchangeClient`` a dispatcher uses."""
+
+    async def place_order(
+        self, body: bytes, stamps: OrderStamps, *, dry_run: bool
+    ) -> dict[str, Any]: ...
+
+
+class OrderSink(Protocol):
+    """The part of ``executor.telemetry.Telemetry`` the order path writes to."""
+
+    def record(self, row: LatencyRow) -> None: ...
+
+    def record_pending(self, row: OrderRow) -> None: ...
+
+    async def record_order(
+        self, row: OrderRow | HeartbeatRow, *, timeout_s: float = RESOLUTION_TIMEOUT_S
+    ) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class OrderPolicy:
+    """How orders are placed: the configured order flags and where they may go.
+
+    Attributes:
+        time_in_force: ``fill_or_kill``, ``good_till_canceled`` or ``immediate_or_cancel``.
+        self_trade_prevention_type: ``taker_at_cross`` or ``maker``.
+        environment: ``demo`` or ``prod``.
+        allow_production: ``KALSHI_ALLOW_PRODUCTION_ORDERS``.
+    """
+
+    time_in_force: str = "fill_or_kill"
+    self_trade_prevention_type: str = "taker_at_cross"
+    environment: str = "demo"
+    allow_production: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchResult:
+    """How a real dispatch ended (when it did not raise)."""
+
+    status: OrderStatus
+    fill_count: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedOrder:
+    """The ids and columns an order has before its body is built."""
+
+    request: FireRequest
+    client_order_id: str
+    correlation_id: str
+
+
+def order_correlation_id(wake_correlation_id: str) -> str:
+    """The order row's correlation id: the wake's, or a fresh uuid4 hex when the wake's is empty."""
+    return wake_correlation_id or uuid.uuid4().hex
+
+
+class OrderDispatcher:
+    """Builds, sends and audits orders through one exchange client.
+
+    Args:
+        client: the transport.
+        sink: where order rows go.
+        policy: order flags and the production guard.
+    """
+
+    def __init__(self, client: OrderPlacer, sink: OrderSink, policy: OrderPolicy) -> None:
+        self.client = client
+        self.sink = sink
+        self.policy = policy
+
+    def permission_refusal(self) -> str | None:
+        """Why no order may be minted at all, or None (DISPATCH.md §4 step 1)."""
+        if self.policy.environment == "prod" and not self.policy.allow_production:
+            return "environment prod without KALSHI_ALLOW_PRODUCTION_ORDERS"
+        return None
+
+    def prepare(self, request: FireRequest) -> PreparedOrder:
+        """Mint the order's ``client_order_id`` and its row's correlation id."""
+        return PreparedOrder(
+            request, uuid.uuid4().hex, order_correlation_id(request.correlation_id)
+        )
+
+    def build_shadow(self, request: FireRequest, stamps: FireStamps) -> bytes:
+        """A shadow fire's body, built exactly like a real one's (stamped for ``order_build``)."""
+        prepared = self.prepare(request)
+        stamps.build_start_ns = stamp_ns()
+        body = order_body(self._spec(prepared))
+        stamps.build_end_ns = stamp_ns()
+        return body
+
+    async def dispatch(self, request: FireRequest, stamps: FireStamps) -> DispatchResult:
+        """Send one real order and queue its pending and resolution rows.
+
+        Raises:
+            Exception: whatever the transport raised (``ExchangeError`` and kin), after the
+                resolution row was queued with status ``error``.
+
+        Cancellation: the resolution row (``error``, ``"cancelled at shutdown"``) is still queued,
+        shielded, for at most ``RESOLUTION_TIMEOUT_S``; then ``Cancelled`` propagates.
+        """
+        prepared = self.prepare(request)
+        requested_at_ms = wall_ms()
+        self.sink.record_pending(self._row(prepared, OrderRowKind.PENDING, requested_at_ms))
+        response: dict[str, Any] = {}
+        status = OrderStatus.ERROR
+        error_message: str | None = None
+        try:
+            response = await self._build_and_send(prepared, stamps)
+            status = order_status(response, self.policy.time_in_force)
+        except trio.Cancelled:
+            error_message = CANCELLED_AT_SHUTDOWN
+            raise
+        except BaseException as error:
+            error_message = str(error) or type(error).__name__
+            raise
+        finally:
+            row = self._row(
+                prepared,
+                OrderRowKind.RESOLUTION,
+                requested_at_ms,
+                status=status,
+                error_message=error_message,
+                response=response,
+                submitted_at_ms=stamps.submitted_at_ms,
+                acknowledged_at_ms=None if status is OrderStatus.ERROR else wall_ms(),
+            )
+            with trio.move_on_after(RESOLUTION_TIMEOUT_S, shield=True):
+                await self.sink.record_order(row, timeout_s=RESOLUTION_TIMEOUT_S)
+        return DispatchResult(status, parse_fill_count(_payload(response).get("fill_count")))
+
+    async def _build_and_send(self, prepared: PreparedOrder, stamps: FireStamps) -> dict[str, Any]:
+        # Build to send: stamps and clocks only, no telemetry, no logging, no file system
+        # (tests/test_dispatch.py reads this function's syntax tree).
+        stamps.build_start_ns = stamp_ns()
+        body = order_body(self._spec(prepared))
+        stamps.build_end_ns = stamp_ns()
+        stamps.submitted_at_ms = wall_ms()
+        return await self.client.place_order(body, stamps.order, dry_run=False)
+
+    def _spec(self, prepared: PreparedOrder) -> OrderSpec:
+        request = prepared.request
+        return OrderSpec(
+            ticker=request.template.market_ticker,
+            client_order_id=prepared.client_order_id,
+            side=request.template.side,
+            count=request.count,
+            price=request.price,
+            time_in_force=self.policy.time_in_force,
+            self_trade_prevention_type=self.policy.self_trade_prevention_type,
+            exchange_index=request.exchange_index,
+        )
+
+    def rejected_row(self, request: FireRequest, reason: str) -> OrderRow:
+        """The ``rejected`` row of a real fire refused before dispatch (DISPATCH.md §4 step 8)."""
+        template = request.template
+        return OrderRow(
+            kind=OrderRowKind.REJECTED,
+            correlation_id=order_correlation_id(request.correlation_id),
+            client_order_id=uuid.uuid4().hex,
+            kalshi_order_id=None,
+            ticker=template.market_ticker,
+            correlation_group=request.correlation_group or None,
+            outcome_side=template.outcome,
+            count=f"{request.count}.00",
+            price_dollars=request.price,
+            time_in_force=self.policy.time_in_force,
+            self_trade_prevention_type=self.policy.self_trade_prevention_type,
+            post_only=None,
+            status=OrderStatus.REJECTED,
+            error_message=reason,
+            fill_count=None,
+            remaining_count=None,
+            average_fill_price=None,
+            average_fee_paid=None,
+            requested_at_ms=wall_ms(),
+            submitted_at_ms=None,
+            acknowledged_at_ms=None,
+        )
+
+    async def record_rejected(self, request: FireRequest, reason: str) -> None:
+        """Queue the ``rejected`` row (undroppable; shielded and bounded like the resolution)."""
+        row = self.rejected_row(request, reason)
+        with trio.move_on_after(RESOLUTION_TIMEOUT_S, shield=True):
+            await self.sink.record_order(row, timeout_s=RESOLUTION_TIMEOUT_S)
+
+    def _row(
+        self,
+        prepared: PreparedOrder,
+        kind: OrderRowKind,
+        requested_at_ms: int,
+        *,
+        status: OrderStatus = OrderStatus.PENDING,
+        error_message: str | None = None,
+        response: dict[str, Any] | None = None,
+        submitted_at_ms: int | None = None,
+        acknowledged_at_ms: int | None = None,
+    ) -> OrderRow:
+        request = prepared.request
+        payload = _payload(response or {})
+        fills = [_verbatim(payload.get(column)) for column in FILL_COLUMNS]
+        order_id = payload.get("order_id")
+        return OrderRow(
+            kind=kind,
+            correlation_id=prepared.correlation_id,
+            client_order_id=prepared.client_order_id,
+            kalshi_order_id=None if order_id is None else str(order_id),
+            ticker=request.template.market_ticker,
+            correlation_group=request.correlation_group or None,
+            outcome_side=request.template.outcome,
+            count=f"{request.count}.00",
+            price_dollars=request.price,
+            time_in_force=self.policy.time_in_force,
+            self_trade_prevention_type=self.policy.self_trade_prevention_type,
+            post_only=int(self.policy.time_in_force == GOOD_TILL_CANCELED),
+            status=status,
+            error_message=error_message,
+            fill_count=fills[0],
+            remaining_count=fills[1],
+            average_fill_price=fills[2],
+            average_fee_paid=fills[3],
+            requested_at_ms=requested_at_ms,
+            submitted_at_ms=submitted_at_ms,
+            acknowledged_at_ms=acknowledged_at_ms,
+        )
+
+
+def _payload(response: dict[str, Any]) -> dict[str, Any]:
+    """The order object of a response: the response itself, or its ``order`` member if nested."""
+    nested = response.get("order")
+    if "order_id" not in response and isinstance(nested, dict):
+        return nested
+    return response
+
+
+def parse_fill_count(value: object) -> float | None:
+    """``fill_count`` as a number: a fixed-point string or a bare number; None if unparseable."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return None
+    try:
+        parsed = float(value)
+    except ValueError:
+        return None
+    return parsed if math.isfinite(parsed) else None
+
+
+def order_status(response: dict[str, Any], time_in_force: str) -> OrderStatus:
+    """DISPATCH.md §4 step 6: the order's status from the exchange's answer."""
+    fill_count = parse_fill_count(_payload(response).get("fill_count"))
+    if fill_count is None:
+        return OrderStatus.SUBMITTED
+    if fill_count > 0:
+        return OrderStatus.FILLED
+    return OrderStatus.ACCEPTED if time_in_force == GOOD_TILL_CANCELED else OrderStatus.CANCELED
+
+
+def _verbatim(value: object) -> str | None:
+    """A fill column as stored: strings as sent, bare numbers stringified, anything else NULL."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return None

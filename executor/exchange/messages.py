@@ -1,0 +1,186 @@
+"""The exchange's wire, without I/O: order bodies, response parsing, errors, the retry policy.
+
+DISPATCH.md §5 as data and pure functions, so every byte and every error text is tested without a
+socket. ``executor.exchange.transport`` re-exports the public names; callers import them from there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import orjson
+
+if TYPE_CHECKING:
+    import httpx
+
+ORDER_PATH: Final = "/trade-api/v2/portfolio/events/orders"
+BALANCE_PATH: Final = "/trade-api/v2/portfolio/balance"
+POSITIONS_PATH: Final = "/trade-api/v2/portfolio/positions"
+
+MAX_ERROR_TEXT_CHARS: Final = 1000
+"""An error body is quoted up to this many characters: a proxy's HTML page is not an audit row."""
+
+
+@dataclass(frozen=True, slots=True)
+class OrderSpec:
+    """One order's fields, already in wire form; ``order_body`` turns it into the exact bytes.
+
+    ``post_only`` is not a field: it is true exactly when ``time_in_force`` is
+    ``good_till_canceled`` (DISPATCH.md §4 step 3).
+    """
+
+    ticker: str
+    client_order_id: str
+    side: Literal["bid", "ask"]
+    count: int
+    price: str
+    time_in_force: str
+    self_trade_prevention_type: str
+    exchange_index: int
+
+
+def order_body(spec: OrderSpec) -> bytes:
+    """The compact JSON body of DISPATCH.md §5, keys in the order the exchange documents.
+
+    orjson keeps a dict literal's insertion order, which is the §5 order written out below; a
+    golden test holds the bytes.
+
+    Raises:
+        ValueError: ``count`` is below 1 (the exchange and the audit CHECK both refuse it).
+    """
+    if spec.count < 1:
+        raise ValueError(f"order count must be >= 1, got {spec.count}")
+    return orjson.dumps(
+        {
+            "ticker": spec.ticker,
+            "client_order_id": spec.client_order_id,
+            "side": spec.side,
+            "count": f"{spec.count}.00",
+            "price": spec.price,
+            "time_in_force": spec.time_in_force,
+            "self_trade_prevention_type": spec.self_trade_prevention_type,
+            "post_only": spec.time_in_force == "good_till_canceled",
+            "exchange_index": spec.exchange_index,
+        }
+    )
+
+
+@dataclass(slots=True)
+class OrderStamps:
+    """``perf_counter_ns`` stamps of the current attempt (None = not reached) and attempts made.
+
+    The four stamps are reset at the start of every attempt, so a retried order reports the
+    attempt that resolved it, never a mix of two.
+    """
+
+    sign_start_ns: int | None = None
+    sign_end_ns: int | None = None
+    sent_ns: int | None = None
+    ack_ns: int | None = None
+    attempts: int = 0
+
+
+class ExchangeError(Exception):
+    """A request failed; ``str(error)`` is the DISPATCH.md §5 text (it lands in ``error_message``).
+
+    Attributes:
+        status: the HTTP status, or None when no response came (connection error, timeout).
+    """
+
+    def __init__(self, text: str, *, status: int | None = None) -> None:
+        super().__init__(text)
+        self.status = status
+
+
+class ExchangeTimeout(ExchangeError):
+    """No response within the budget. Never retried: the order may have been placed."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Which failures an order retries, how often, and how long it waits (DISPATCH.md §5).
+
+    Delay before attempt k+1: ``min(max_delay_s, base_delay_s * 2**(k-1)) * (0.5 + jitter/2)``
+    with ``jitter`` uniform in [0, 1). Connection errors (no status) are always retryable;
+    timeouts never are.
+    """
+
+    max_attempts: int = 3
+    retry_statuses: frozenset[int] = frozenset({429, 500, 502, 503, 504})
+    base_delay_s: float = 0.25
+    max_delay_s: float = 2.0
+
+    def retryable(self, error: ExchangeError) -> bool:
+        """Whether ``error`` may be retried (a timeout never)."""
+        if isinstance(error, ExchangeTimeout):
+            return False
+        return error.status is None or error.status in self.retry_statuses
+
+    def delay_s(self, attempt: int, jitter: float) -> float:
+        """Seconds to wait after failed attempt ``attempt`` (1-based), for ``jitter`` in [0, 1)."""
+        return min(self.max_delay_s, self.base_delay_s * 2.0 ** (attempt - 1)) * (0.5 + jitter / 2)
+
+
+DEFAULT_RETRY: Final = RetryPolicy()
+
+
+def error_text(status: int, reason: str, body: bytes) -> str:
+    """The DISPATCH.md §5 text for a failed response: the exchange's code and message if given."""
+    try:
+        payload = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        payload = None
+    if isinstance(payload, dict):
+        error = payload.get("error")
+        if isinstance(error, dict) and "code" in error and "message" in error:
+            return f"{status} {error['code']}: {error['message']}"
+    text = body.decode("utf-8", errors="replace").strip()
+    if len(text) > MAX_ERROR_TEXT_CHARS:
+        text = text[:MAX_ERROR_TEXT_CHARS] + "..."
+    return f"{status} {reason}: {text}" if text else f"{status} {reason}"
+
+
+def parse_response(response: httpx.Response) -> dict[str, Any]:
+    """The JSON object of a 2xx response (``{}`` when empty); anything else raises.
+
+    Raises:
+        ExchangeError: a non-2xx status (§5 text), or a 2xx body that is not a JSON object.
+    """
+    import httpx  # loaded only once there is a response (the fire path imports this module)
+
+    status, body = response.status_code, response.content
+    # A server may send an empty reason phrase; the standard one keeps the §5 text readable.
+    reason = response.reason_phrase or httpx.codes.get_reason_phrase(status)
+    if not 200 <= status < 300:
+        raise ExchangeError(error_text(status, reason, body), status=status)
+    if not body.strip():
+        return {}
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        snippet = body[:200].decode("utf-8", errors="replace")
+        raise ExchangeError(
+            f"{status} {reason}: response is not JSON: {snippet}", status=status
+        ) from None
+    if not isinstance(payload, dict):
+        raise ExchangeError(f"{status} {reason}: response is not a JSON object", status=status)
+    return payload
+
+
+def parse_position(entry: object) -> tuple[str, float]:
+    """(ticker, open contracts) of one ``market_positions`` entry: ``abs(float(position_fp))``.
+
+    Raises:
+        ExchangeError: the entry is not an object with a string ticker and a numeric position.
+    """
+    if not isinstance(entry, dict):
+        raise ExchangeError(f"positions response: entry is not an object: {entry!r:.200}")
+    try:
+        ticker = entry["ticker"]
+        contracts = abs(float(entry["position_fp"]))
+    except (KeyError, TypeError, ValueError):
+        raise ExchangeError(f"positions response: malformed entry {entry!r:.200}") from None
+    if not isinstance(ticker, str):
+        raise ExchangeError(f"positions response: ticker is not a string: {entry!r:.200}")
+    return ticker, contracts

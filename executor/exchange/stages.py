@@ -1,0 +1,93 @@
+"""Stage rows of one fire: ``order_build``, ``sign``, ``dispatch_send``, ``dispatch_ack``,
+``detect_fire`` (DISPATCH.md §6), built from perf-counter stamps after the dispatch resolved.
+
+Every stamp is a ``time.perf_counter_ns()`` value held in a :class:`FireStamps` while the order is
+built and sent; nothing here runs until the dispatch is over. A row is made only when both of its
+stamps exist, so a dispatch cut short (an error, a timeout, shutdown) leaves the rows it reached.
+
+Anchoring: the reference stamps every row at the moment it is recorded. Here each row's
+``started_at_ms``/``ended_at_ms`` is when its span really happened: the perf stamps are turned into
+wall-clock milliseconds through one offset (wall ns minus perf ns) read once, when the order path
+is assembled at start-up (:class:`PerfToWall`). A wall-clock step after start-up shifts rows by
+that step; durations never move (docs/PORT-FIDELITY.md).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Final
+
+from executor.exchange.messages import OrderStamps
+from executor.recording.rows import LatencyRow, Stage
+from executor.wire.protocol import WakeMessage
+
+_DRY_RUN_JSON: Final = {False: '{"dry_run": false}', True: '{"dry_run": true}'}
+"""The rows' ``metadata_json``, the same spelling as the ``wake_recv`` rows'."""
+
+
+@dataclass(slots=True)
+class FireStamps:
+    """What one fire's dispatch stamped, filled as it goes (None where it was not reached).
+
+    Attributes:
+        build_start_ns: perf stamp before the order was built from the template.
+        build_end_ns: perf stamp after the body bytes existed.
+        submitted_at_ms: wall-clock ms read just before the request went to the transport.
+        order: the transport's own stamps (sign, sent, ack), reset by it per attempt.
+    """
+
+    build_start_ns: int | None = None
+    build_end_ns: int | None = None
+    submitted_at_ms: int | None = None
+    order: OrderStamps = field(default_factory=OrderStamps)
+
+
+class PerfToWall:
+    """Turns perf-counter stamps into wall-clock ms through one offset read at construction."""
+
+    __slots__ = ("offset_ns",)
+
+    def __init__(self) -> None:
+        self.offset_ns = time.time_ns() - time.perf_counter_ns()
+
+    def wall_ms(self, perf_ns: int) -> int:
+        """The wall-clock millisecond at which ``perf_ns`` was read."""
+        return (perf_ns + self.offset_ns) // 1_000_000
+
+
+def stage_rows(
+    message: WakeMessage,
+    stamps: FireStamps,
+    clock: PerfToWall,
+    local_clock_domain: str,
+) -> list[LatencyRow]:
+    """The stage rows one fire earned: each stage whose two stamps both exist.
+
+    ``detect_fire`` is measured directly, ``sent - message.recv_ns``, and only when the wake's
+    ``recv_ns`` was read on this process's clock (``recv_ns > 0`` and equal, non-empty clock
+    domains); a wake from another clock gets no ``detect_fire`` row.
+    """
+    order = stamps.order
+    metadata = _DRY_RUN_JSON[message.dry_run]
+    correlation_id = message.correlation_id
+    spans = [
+        (Stage.ORDER_BUILD, stamps.build_start_ns, stamps.build_end_ns),
+        (Stage.SIGN, order.sign_start_ns, order.sign_end_ns),
+        (Stage.DISPATCH_SEND, order.sign_end_ns, order.sent_ns),
+        (Stage.DISPATCH_ACK, order.sent_ns, order.ack_ns),
+    ]
+    if message.is_clock_comparable_to(local_clock_domain):
+        spans.append((Stage.DETECT_FIRE, message.recv_ns, order.sent_ns))
+    return [
+        LatencyRow(
+            correlation_id,
+            stage,
+            clock.wall_ms(start),
+            clock.wall_ms(end),
+            (end - start) / 1_000_000,
+            metadata,
+        )
+        for stage, start, end in spans
+        if start is not None and end is not None
+    ]

@@ -1,0 +1,101 @@
+"""``python -m executor.fake``: the fake exchange as a command (DISPATCH.md §9).
+
+Generates credentials into a directory, serves until SIGINT or SIGTERM (exit 0), and prints one
+JSON line once serving: ``base_url``, ``key_id``, ``private_key_path``, ``ca_file``. A busy port or
+an unwritable directory is one line on stderr and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+import structlog
+import trio
+
+from executor.fake.exchange import (
+    DEFAULT_BALANCE_CENTS,
+    FakeCredentials,
+    always_fill,
+    never_fill,
+    serve_fake_exchange,
+)
+
+
+async def _run_command(credentials: FakeCredentials, args: argparse.Namespace) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            exchange = await nursery.start(
+                functools.partial(
+                    serve_fake_exchange,
+                    credentials,
+                    host=args.host,
+                    port=args.port,
+                    balance_cents=args.balance_cents,
+                    fill_rule=never_fill if args.fill_rule == "kill" else always_fill,
+                )
+            )
+            line = json.dumps(
+                {
+                    "base_url": exchange.base_url,
+                    "key_id": credentials.key_id,
+                    "private_key_path": str(credentials.private_key_path),
+                    "ca_file": str(credentials.ca_file),
+                }
+            )
+            await trio.to_thread.run_sync(lambda: print(line, flush=True))
+            async for _ in signals:
+                nursery.cancel_scope.cancel()
+                break
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535)") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0-65535)")
+    return port
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m executor.fake``: serve until SIGINT/SIGTERM; 0 on a clean stop."""
+    parser = argparse.ArgumentParser(
+        prog="python -m executor.fake", description="A local fake Kalshi exchange."
+    )
+    parser.add_argument("--port", type=_port, required=True, help="TCP port (0 = any free port)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--dir", type=Path, help="where to write the credentials (default: temp)")
+    parser.add_argument("--balance-cents", type=int, default=DEFAULT_BALANCE_CENTS)
+    parser.add_argument("--fill-rule", choices=("fill", "kill"), default="fill")
+    args = parser.parse_args(argv)
+    # stdout carries the one JSON line a caller parses; anything the fake logs goes to stderr.
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    try:
+        directory = args.dir or Path(tempfile.mkdtemp(prefix="fake-exchange-"))
+        credentials = FakeCredentials.generate(directory)
+        trio.run(_run_command, credentials, args)
+    except KeyboardInterrupt:  # a SIGINT before the signal receiver was installed
+        return 0
+    except (OSError, BaseExceptionGroup) as error:
+        cause = _os_error(error)
+        if cause is None:
+            raise
+        print(f"fake exchange: {cause}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _os_error(error: BaseException) -> OSError | None:
+    """The OSError behind ``error`` (a nursery wraps it in a group), if that is all it is."""
+    if isinstance(error, OSError):
+        return error
+    if isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        return _os_error(error.exceptions[0])
+    return None

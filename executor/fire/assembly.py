@@ -1,0 +1,242 @@
+"""Assembling the order path of an executor with an exchange, and taking it down in order.
+
+:func:`open_order_path` is entered by the server after telemetry is open and before the socket is
+bound, and left after the fires nursery is done, before telemetry closes. In between it owns::
+
+    services        the in-process fake exchange (``--exchange fake``), cancelled last
+    exchange client one keep-alive HTTPS client, pre-warmed before the socket is bound
+    shadow lane     signs shadow fires; closed and drained at exit
+    pollers         the account poll (first poll before serving) and the heartbeat
+
+Start-up order: key and endpoint, the risk gate's warm start from ``orders_fired`` (a worker
+thread), the pre-warmed client, the first account poll. Every failure there is one
+:class:`StartupError` line. Exit order: pollers cancelled, shadow lane drained, client closed, fake
+exchange stopped, so in-flight orders have finished (and queued their resolution rows) before the
+client goes, and the rows are all queued before the server closes telemetry.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Final
+
+import structlog
+import trio
+
+from executor.clock import clock_domain, wall_ms
+from executor.config import ExchangeSettings, Settings, StartupError
+from executor.decide.killswitch import KillSwitch
+from executor.decide.risk import RiskGate, load_recent_orders
+from executor.exchange.account import AccountState, serve_account, serve_heartbeats
+from executor.exchange.dispatcher import OrderDispatcher, OrderPolicy
+from executor.exchange.shadow_lane import ShadowLane
+from executor.exchange.sign_worker import open_process_signer
+from executor.exchange.stages import PerfToWall
+from executor.exchange.transport import ExchangeClient, ExchangeEndpoint, open_exchange
+from executor.fake.exchange import FakeCredentials, serve_fake_exchange
+from executor.fire.path import FirePath, OrderPath
+from executor.signer import KalshiSigner, SignerKeyError
+from executor.telemetry import Telemetry
+
+log = structlog.get_logger()
+
+OrderPathFactory = Callable[[Telemetry], AbstractAsyncContextManager[FirePath]]
+"""What the server is given to build its fire path once telemetry is open."""
+
+
+IN_PROCESS_FAKE_BALANCE_CENTS: Final = 10_000
+"""The in-process fake's starting balance (cents): $100, not the fake's usual $1,000. With the
+reference's default sizing (2% of the balance per order) and position limit (5 contracts per
+ticker), $1,000 sizes a typical wake (edge 0.06 at 0.56) to 35 contracts and the risk gate refuses
+every one; $100 sizes it to 3, so ``--exchange fake`` shows orders filling out of the box."""
+
+
+def load_signer(exchange: ExchangeSettings) -> KalshiSigner:
+    """Load the private key of a real exchange once, at start-up.
+
+    Raises:
+        StartupError: no key path is configured, or the key cannot be used.
+    """
+    if exchange.private_key_path is None:
+        raise StartupError("no private key configured (KALSHI_PRIVATE_KEY_PATH)")
+    try:
+        return KalshiSigner(exchange.private_key_path, exchange.key_id)
+    except SignerKeyError as error:
+        raise StartupError(str(error)) from None
+
+
+def order_path_factory(
+    settings: Settings,
+    *,
+    telemetry_db: Path,
+    kill_switch: KillSwitch | None,
+    signer: KalshiSigner | None = None,
+) -> OrderPathFactory:
+    """The server's factory for ``settings`` (mode fake or real)."""
+    return functools.partial(
+        open_order_path,
+        settings,
+        telemetry_db=telemetry_db,
+        kill_switch=kill_switch,
+        signer=signer,
+    )
+
+
+@asynccontextmanager
+async def open_order_path(
+    settings: Settings,
+    telemetry: Telemetry,
+    *,
+    telemetry_db: Path,
+    kill_switch: KillSwitch | None,
+    signer: KalshiSigner | None = None,
+) -> AsyncIterator[FirePath]:
+    """Start everything real fires need and yield the fire path; take it down in order on exit.
+
+    Raises:
+        StartupError: before yielding, when the key, the exchange or the fake cannot be set up.
+
+    Cancellation: on exit the shadow lane finishes the jobs it holds (no network I/O) and the
+    client is closed; the fake exchange is cancelled last.
+    """
+    exchange = settings.exchange
+    async with trio.open_nursery() as services:
+        try:
+            async with AsyncExitStack() as stack:
+                endpoint = await _endpoint(exchange, services, stack, signer)
+                risk = await _warm_risk_gate(settings, telemetry_db)
+                try:
+                    client = await stack.enter_async_context(open_exchange(endpoint))
+                except Exception as error:
+                    raise StartupError(
+                        f"exchange {endpoint.base_url} cannot be reached: "
+                        f"{str(error) or type(error).__name__}"
+                    ) from None
+                if exchange.shadow_signing == "process":
+                    process_signer = await stack.enter_async_context(
+                        open_process_signer(endpoint.signer.private_key_path, endpoint.key_id)
+                    )
+                    client.shadow_signer = process_signer.sign
+                    log.info("shadow fires sign in a worker process")
+                fire_path = _fire_path(settings, telemetry, kill_switch, client, risk)
+                orders = fire_path.orders
+                assert orders is not None
+                async with trio.open_nursery() as lane_nursery:
+                    await lane_nursery.start(orders.lane.run)
+                    try:
+                        async with trio.open_nursery() as pollers:
+                            await pollers.start(serve_account, client, orders.account, risk)
+                            await pollers.start(
+                                serve_heartbeats,
+                                telemetry,
+                                lambda: telemetry.statistics().queued,
+                                lambda: _dropped_rows(telemetry),
+                            )
+                            try:
+                                yield fire_path
+                            finally:
+                                pollers.cancel_scope.cancel()
+                    finally:
+                        orders.lane.close()
+        finally:
+            # After the client has closed: the fake exchange (if any) goes last.
+            services.cancel_scope.cancel()
+
+
+def _fire_path(
+    settings: Settings,
+    telemetry: Telemetry,
+    kill_switch: KillSwitch | None,
+    client: ExchangeClient,
+    risk: RiskGate | None,
+) -> FirePath:
+    exchange = settings.exchange
+    policy = OrderPolicy(
+        time_in_force=exchange.time_in_force,
+        self_trade_prevention_type=exchange.self_trade_prevention_type,
+        # The production guard is about the real exchange; the fake is never production.
+        environment=exchange.environment if exchange.mode == "real" else "demo",
+        allow_production=exchange.allow_production,
+    )
+    orders = OrderPath(
+        dispatcher=OrderDispatcher(client, telemetry, policy),
+        sink=telemetry,
+        lane=ShadowLane(client),
+        sizing=settings.sizing,
+        risk=risk,
+        account=AccountState(),
+        clock=PerfToWall(),
+        clock_domain=clock_domain(),
+    )
+    return FirePath(
+        kill_switch=kill_switch,
+        contract_count=settings.sizing.fixed_contract_count,
+        orders=orders,
+    )
+
+
+async def _endpoint(
+    exchange: ExchangeSettings,
+    services: trio.Nursery,
+    stack: AsyncExitStack,
+    signer: KalshiSigner | None,
+) -> ExchangeEndpoint:
+    """The endpoint to trade against; for ``fake``, after starting the fake exchange."""
+    if exchange.mode == "fake":
+        directory = Path(tempfile.mkdtemp(prefix="executor-fake-"))  # 0700: private
+        stack.callback(shutil.rmtree, directory, True)
+        credentials = await trio.to_thread.run_sync(FakeCredentials.generate, directory)
+        fake = await services.start(
+            functools.partial(
+                serve_fake_exchange, credentials, balance_cents=IN_PROCESS_FAKE_BALANCE_CENTS
+            )
+        )
+        fake_signer = await trio.to_thread.run_sync(
+            KalshiSigner, credentials.private_key_path, credentials.key_id
+        )
+        log.warning(
+            "FAKE exchange: orders go to an in-process fake, nothing reaches Kalshi",
+            url=fake.base_url,
+        )
+        return ExchangeEndpoint(
+            fake.base_url, credentials.key_id, fake_signer, credentials.ca_file
+        )
+    if exchange.base_url is None:
+        raise StartupError("no exchange base URL configured")
+    if signer is None:
+        signer = await trio.to_thread.run_sync(load_signer, exchange)
+    log.warning(
+        "trading against a real exchange",
+        environment=exchange.environment,
+        base_url=exchange.base_url,
+    )
+    return ExchangeEndpoint(exchange.base_url, exchange.key_id, signer, exchange.ca_file)
+
+
+async def _warm_risk_gate(settings: Settings, telemetry_db: Path) -> RiskGate | None:
+    """The risk gate, warm-started from the last 24 h of ``orders_fired`` (None when disabled)."""
+    if not settings.risk_enabled:
+        log.warning("risk gate disabled (KALSHI_RISK_GATE_ENABLED)")
+        return None
+    allowed = settings.allowed_exchange_indexes
+    gate = RiskGate(settings.risk_limits, allowed)
+    past = await trio.to_thread.run_sync(load_recent_orders, telemetry_db, wall_ms())
+    gate.warm_start(past)
+    log.info("risk gate warm", past_orders=len(past), allowed_exchange_indexes=sorted(allowed))
+    return gate
+
+
+def _dropped_rows(telemetry: Telemetry) -> int:
+    """Every telemetry row dropped so far, whatever the reason (the heartbeat's figure)."""
+    stats = telemetry.statistics()
+    return (
+        stats.dropped_ring_full
+        + stats.dropped_oversized_id
+        + stats.dropped_write_failed
+        + int(getattr(stats, "order_rows_dropped", 0))
+    )

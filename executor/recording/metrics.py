@@ -1,0 +1,225 @@
+"""``executor serve --metrics HOST:PORT``: a Prometheus text endpoint, off the event loop.
+
+What it costs the hot path: nothing. The counters are the ones the exit lines print; a custom
+collector reads ``ExecutorServer.statistics()`` and ``Telemetry.statistics()`` when Prometheus
+scrapes, in the endpoint's own thread. The latency histograms are fed by the telemetry consumer
+as rows pass through it (one ``observe`` per row, on the consumer's side of the channel), never by
+a connection task. The HTTP server is ``prometheus_client``'s own, in its own threads; nothing of
+it runs on the Trio thread but starting it and (through a worker thread) stopping it.
+
+Reading the counters from another thread is safe because each is a plain int that only the Trio
+thread writes (the GIL makes each read whole); a scrape is not one atomic snapshot across
+counters, so two related counters may be one frame apart. The exit lines are exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Final
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from executor import logs
+from executor.recording.rows import LatencyRow, Stage
+from executor.wire.unixsocket import SocketSetupError
+
+if TYPE_CHECKING:
+    from executor.server import ExecutorServer
+
+NAMESPACE: Final = "trio_executor"
+
+DEFAULT_HOST: Final = "127.0.0.1"
+"""Where ``--metrics PORT`` binds: the counters say what the executor trades, so they stay on
+this machine unless a host is named."""
+
+HISTOGRAM_STAGES: Final = (
+    Stage.WAKE_RECV,
+    Stage.DETECT_FIRE,
+    Stage.ORDER_BUILD,
+    Stage.SIGN,
+    Stage.DISPATCH_SEND,
+    Stage.DISPATCH_ACK,
+)
+"""The stages with a latency histogram: the headline span and the fire path's."""
+
+LATENCY_BUCKETS_S: Final = (
+    0.000_01,
+    0.000_025,
+    0.000_05,
+    0.000_1,
+    0.000_25,
+    0.000_5,
+    0.001,
+    0.002_5,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+)
+"""Histogram bucket bounds (seconds). wake_recv sits near 30-100 us (docs/RESULTS.md) and a real
+dispatch near 10-500 ms, so the buckets run from 10 us to 2.5 s in 1-2.5-5 steps."""
+
+STOP_TIMEOUT_S: Final = 2.0
+"""Longest the shutdown waits for the endpoint's thread (seconds); its poll interval is 0.5 s."""
+
+_GAUGES: Final = {"connections_open": "connections open now"}
+"""ServerStatistics fields that go up and down; every other int field is a counter."""
+
+
+class MetricsSetupError(SocketSetupError):
+    """The metrics endpoint cannot be bound (a start-up failure like a socket's)."""
+
+
+def parse_metrics_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[IPv6]:PORT`` or ``PORT`` (on 127.0.0.1) -> ``(host, port)``.
+
+    Raises:
+        ValueError: the text is not one of those, or the port is not 0..65535.
+    """
+    host, separator, port_text = text.rpartition(":")
+    if not separator:
+        host, port_text = DEFAULT_HOST, text
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        ipaddress.IPv6Address(host)  # ValueError if it is not one
+    elif ":" in host:
+        raise ValueError("an IPv6 address goes in brackets, e.g. [::1]:9464")
+    if not host:
+        raise ValueError("the host is empty (e.g. 127.0.0.1:9464)")
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ValueError(f"the port must be a number from 0 to 65535, got {port_text!r}")
+    return host, int(port_text)
+
+
+class LatencyHistograms:
+    """Per-stage latency histograms, observed by the telemetry consumer (``observe_row``)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        histogram = Histogram(
+            "latency_seconds",
+            "latency_events durations by stage (as written to the telemetry database)",
+            labelnames=("stage",),
+            namespace=NAMESPACE,
+            buckets=LATENCY_BUCKETS_S,
+            registry=registry,
+        )
+        # One child per stage up front: observe_row then costs a dict lookup and one observe.
+        self._children = {stage: histogram.labels(stage=stage.value) for stage in HISTOGRAM_STAGES}
+
+    def observe_row(self, row: LatencyRow) -> None:
+        """Count one row's duration in its stage's histogram (other stages are ignored)."""
+        child = self._children.get(row.stage)
+        if child is not None:
+            child.observe(row.duration_ms / 1000)
+
+
+class ExecutorCollector(Collector):
+    """The exit lines' counters, read from the running server at scrape time."""
+
+    def __init__(self, server: ExecutorServer) -> None:
+        self._server = server
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield the server counters, the telemetry counters and the channel depth."""
+        server = self._server
+        statistics = server.statistics()
+        for field in dataclasses.fields(statistics):
+            value = getattr(statistics, field.name)
+            if not isinstance(value, int):
+                continue
+            if field.name in _GAUGES:
+                yield GaugeMetricFamily(
+                    f"{NAMESPACE}_{field.name}", _GAUGES[field.name], value=value
+                )
+            else:
+                yield CounterMetricFamily(
+                    f"{NAMESPACE}_{field.name}",
+                    f"{field.name} (the first exit line's counter)",
+                    value=value,
+                )
+        yield CounterMetricFamily(
+            f"{NAMESPACE}_log_dropped",
+            "log records dropped because stderr was not read fast enough (the first exit line's)",
+            value=logs.dropped_count(),
+        )
+        try:
+            telemetry = server.telemetry.statistics()
+        except RuntimeError:  # not started yet
+            return
+        for field in dataclasses.fields(telemetry):
+            value = getattr(telemetry, field.name)
+            if field.name == "queued":
+                yield GaugeMetricFamily(
+                    f"{NAMESPACE}_telemetry_channel_depth",
+                    "rows waiting in the telemetry channel",
+                    value=value,
+                )
+            elif isinstance(value, int):
+                yield CounterMetricFamily(
+                    f"{NAMESPACE}_telemetry_{field.name}",
+                    f"{field.name} (the telemetry exit line's counter)",
+                    value=value,
+                )
+
+
+class MetricsEndpoint:
+    """A running ``/metrics`` HTTP server in its own thread."""
+
+    def __init__(self, httpd: WSGIServer, thread: threading.Thread) -> None:
+        self._httpd = httpd
+        self._thread = thread
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The bound host and port (the port the kernel chose, for port 0)."""
+        host, port = self._httpd.server_address[:2]
+        return str(host), int(port)
+
+    def stop(self) -> None:
+        """Stop serving and close the socket. Blocks up to the server's poll interval."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(STOP_TIMEOUT_S)
+
+
+def start_metrics_endpoint(
+    server: ExecutorServer, address: tuple[str, int]
+) -> tuple[MetricsEndpoint, Callable[[LatencyRow], None]]:
+    """Bind the endpoint for ``server`` and start its thread; return it and the row observer.
+
+    Raises:
+        MetricsSetupError: the address cannot be bound.
+    """
+    registry = CollectorRegistry(auto_describe=True)
+    histograms = LatencyHistograms(registry)
+    registry.register(ExecutorCollector(server))
+    host, port = address
+    try:
+        httpd, thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as error:
+        raise MetricsSetupError(
+            f"cannot serve metrics on {host}:{port}: {error.strerror or error}"
+        ) from None
+    return MetricsEndpoint(httpd, thread), histograms.observe_row
+
+
+__all__ = [
+    "DEFAULT_HOST",
+    "ExecutorCollector",
+    "LatencyHistograms",
+    "MetricsEndpoint",
+    "MetricsSetupError",
+    "parse_metrics_address",
+    "start_metrics_endpoint",
+]

@@ -1,0 +1,7 @@
+"""The wire: the wake protocol's bytes, the owner-only Unix socket and its lock, the per-connection
+loop (read, stamp, decode, ack, record, fire) and a small Trio client.
+
+Owns everything that touches the poller's frames. May import the foundation (``executor.clock``,
+``executor.logs``), ``executor.recording`` and ``executor.telemetry`` (the connection loop records
+each wake's row); nothing that decides or places an order. ``protocol`` itself is sans-I/O.
+"""

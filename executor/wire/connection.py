@@ -1,0 +1,358 @@
+"""One connection's frames: read, stamp, decode, ack, record, fire (SERVICE.md, per frame).
+
+Frames are handled in **batches**: after a read, every frame already complete in the receive
+buffer (at most ``MAX_BATCH_FRAMES``) is stamped, decoded and its ack encoded, one after the
+other; then all their acks go to the kernel in one non-blocking ``send`` (the task waits for
+writability only if it would block); then each acked frame's ``wake_recv`` row is recorded and its
+fire started; then the loop takes one Trio checkpoint (cancellation, fairness), skipped when the
+batch's reads already waited in the scheduler. A paced peer (one frame at a time) makes batches of
+one, exactly the per-frame loop. A frame cut at the buffer's end ends the batch: the acks before it
+go out before its remaining bytes are awaited. A pipelining connection yields once per batch, so
+it delays the others by at most one batch's work.
+
+The timed span (``wake_recv``) of a frame starts when its handling starts (its bytes are in the
+buffer: after the body read) and ends when the last byte of the batch's acks was handed to the
+kernel. So it contains the frame's decode and ack encoding, **the decode and ack encoding of the
+frames after it in the same batch**, and the one ``send``; in a batch of one, exactly the
+per-frame span. Its ack is on the wire no later than that moment, and no fire work of any frame
+of the batch has started.
+"""
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+import trio
+
+from executor.logs import RateLimitedWarning
+from executor.telemetry import Telemetry, wake_recv_row
+from executor.wire.protocol import (
+    MAX_FRAME_BYTES,
+    PREFIX_BYTES,
+    DecodeError,
+    FrameTooLargeError,
+    WakeMessage,
+    decode_wake_message,
+    encode_accepted_ack,
+    encode_rejected_ack,
+    parse_frame_length,
+)
+
+RECEIVE_BUFFER_BYTES: Final = 2 * (PREFIX_BYTES + MAX_FRAME_BYTES)
+"""One connection's read buffer: room for a whole maximal frame wherever the last one ended."""
+
+MAX_BATCH_FRAMES: Final = 32
+"""Most buffered frames handled between two checkpoints (frames). One scheduler pass, one ack
+``send`` and one batch of rows per this many pipelined frames instead of per frame; at ~10 µs of
+work a frame, another connection waits at most a few hundred µs for its turn. A guess, measured
+in docs/RESULTS.md (2026-11-30)."""
+
+_PEER_GONE: Final = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+
+_oversized_frame_warnings: Final = RateLimitedWarning("oversized frame: closing connection")
+_rejected_frame_warnings: Final = RateLimitedWarning("rejected frame")
+
+
+@dataclass
+class FrameCounters:
+    """Frame counters shared by every connection of one server (SERVICE.md defines each)."""
+
+    frames: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    unacked: int = 0
+    oversized_frames: int = 0
+
+
+class PeerGone(Exception):
+    """The peer closed or reset the connection."""
+
+
+class Connection:
+    """One peer: a non-blocking socket and a fixed receive buffer with exact-length reads."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = bytearray(RECEIVE_BUFFER_BYTES)
+        self.view = memoryview(self.buffer)
+        self.start = 0  # first unconsumed byte
+        self.end = 0  # one past the last received byte
+        self.waited = False  # whether this frame's reads went through the scheduler
+        self.idle = False  # waiting for the first bytes of a frame
+
+    async def receive_at_least(self, size: int) -> bool:
+        """Make ``size`` unconsumed bytes available; False on EOF (clean or mid-frame)."""
+        if self.start == self.end:
+            self.start = self.end = 0
+        elif len(self.buffer) - self.start < size:
+            pending = self.end - self.start
+            self.buffer[:pending] = self.buffer[self.start : self.end]
+            self.start, self.end = 0, pending
+        while self.end - self.start < size:
+            try:
+                received = self.sock.recv_into(self.view[self.end :])
+            except BlockingIOError:
+                self.waited = True
+                await trio.lowlevel.wait_readable(self.sock)
+                continue
+            except _PEER_GONE:
+                return False
+            if received == 0:
+                return False
+            self.end += received
+        return True
+
+    def send_now(self, data: bytes | memoryview) -> int:
+        """One non-blocking ``send`` of ``data``; the bytes the kernel took (0 when it was full).
+
+        The hot path's common case: no coroutine, no scheduler, one system call.
+
+        Raises:
+            PeerGone: the peer closed or reset the connection.
+        """
+        try:
+            return self.sock.send(data)
+        except BlockingIOError:
+            return 0
+        except _PEER_GONE as error:
+            raise PeerGone(str(error)) from None
+
+    def stop_reading(self) -> None:
+        """End an idle wait: the pending read sees end-of-file (used at shutdown)."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RD)
+
+    def close(self) -> None:
+        trio.lowlevel.notify_closing(self.sock)
+        self.sock.close()
+
+
+async def serve_frames(
+    connection: Connection,
+    *,
+    counters: FrameCounters,
+    stats: dict[str, int],
+    telemetry: Telemetry,
+    start_fire: Callable[[WakeMessage], None],
+    stopping: trio.Event,
+) -> str:
+    """Handle frames until EOF or shutdown; return why the loop ended.
+
+    Frames already complete in the receive buffer are handled as one batch of at most
+    ``MAX_BATCH_FRAMES``: each is stamped, decoded and its ack encoded in turn, then every ack of
+    the batch goes out in one ``send``, then the rows are recorded and the fires started, then the
+    loop takes its one checkpoint. A frame cut at the buffer's end closes the batch: its bytes are
+    awaited only once the acks before it are out.
+
+    Args:
+        connection: the peer.
+        counters: the server-wide frame counters.
+        stats: this connection's ``frames``/``accepted``/``rejected`` counts, for its close line.
+        telemetry: where ``wake_recv`` rows go (without waiting).
+        start_fire: starts the fire of an acked wake as its own task; never blocks.
+        stopping: set once shutdown has begun.
+
+    Raises:
+        PeerGone: the peer vanished while an ack was being written.
+
+    Cancellation: between frames the wait for the next frame is ended at shutdown by
+    ``Connection.stop_reading`` rather than by cancellation (a per-frame CancelScope cost ~7 us
+    on the wake-up path); a cancelled ack write counts the frames whose acks were not fully
+    handed to the kernel as ``unacked`` (those fully handed over get their row and fire).
+    """
+    batch = _Batch()
+    while True:
+        connection.waited = False
+        if stopping.is_set():
+            return "shutdown"
+        connection.idle = True
+        try:
+            if not await connection.receive_at_least(PREFIX_BYTES):
+                return "shutdown" if stopping.is_set() else "eof"
+        finally:
+            connection.idle = False
+        length = _declared_length(connection, counters)
+        if length is None:
+            return "oversized frame"
+        if not await connection.receive_at_least(PREFIX_BYTES + length):
+            return "eof mid-frame"
+        oversized = _take_buffered_frames(connection, length, batch, counters, stats)
+        try:
+            if not _send_acks_now(connection, batch):
+                await _send_acks_rest(connection, batch)
+        finally:
+            _finish_batch(batch, counters, telemetry, start_fire)
+        if oversized:
+            _declared_length(connection, counters)  # counts it and logs it, after the span
+            return "oversized frame"
+        await _checkpoint_unless_waited(connection)
+
+
+class _Batch:
+    """The frames of one batch between their decode and their fire; reused, never reallocated."""
+
+    __slots__ = ("acks", "done_ns", "messages", "pending", "rejected", "sent_bytes")
+
+    def __init__(self) -> None:
+        self.acks: list[bytes] = []
+        """Every ack of the batch (accepted and rejected), in frame order."""
+        self.messages: list[tuple[WakeMessage, int, int, int]] = []
+        """Per accepted frame: (message, stamp_ns, received_at_ms, where its ack ends in the
+        joined acks)."""
+        self.rejected: list[DecodeError] = []
+        self.pending = b""
+        """The batch's acks joined, as handed to ``send``."""
+        self.sent_bytes = 0
+        """How much of ``pending`` the kernel took (all of it, unless the send failed)."""
+        self.done_ns = 0
+        """``perf_counter_ns()`` once the last ack byte was handed to the kernel (or it failed)."""
+
+
+def _declared_length(connection: Connection, counters: FrameCounters) -> int | None:
+    """The body length the buffered prefix declares; None (logged, counted) when oversized."""
+    start = connection.start
+    try:
+        return parse_frame_length(connection.view[start : start + PREFIX_BYTES])
+    except FrameTooLargeError as error:
+        counters.oversized_frames += 1
+        _oversized_frame_warnings.warning(declared=error.declared)
+        return None
+
+
+def _take_buffered_frames(
+    connection: Connection,
+    length: int,
+    batch: _Batch,
+    counters: FrameCounters,
+    stats: dict[str, int],
+) -> bool:
+    """Stamp, decode and encode the ack of every complete buffered frame, up to the batch size.
+
+    The first frame (body ``length`` bytes) is known to be complete. Returns True when an
+    oversized prefix ended the batch (the connection must close once the batch is acked).
+    """
+    perf_ns = time.perf_counter_ns
+    wall_ns = time.time_ns
+    view = connection.view
+    acks = batch.acks
+    ack_bytes = 0
+    for _ in range(MAX_BATCH_FRAMES):
+        # ---- timed span opens: stamp (the body's bytes are in the buffer) ----
+        stamp_ns = perf_ns()
+        received_at_ms = wall_ns() // 1_000_000
+        body_start = connection.start + PREFIX_BYTES
+        connection.start = body_start + length
+        counters.frames += 1
+        stats["frames"] += 1
+        try:
+            message = decode_wake_message(view[body_start : connection.start])
+        except DecodeError as error:
+            counters.rejected += 1
+            stats["rejected"] += 1
+            ack = encode_rejected_ack(str(error), received_at_ms)
+            batch.rejected.append(error)
+        else:
+            counters.accepted += 1
+            stats["accepted"] += 1
+            ack = encode_accepted_ack(message.correlation_id, received_at_ms)
+            batch.messages.append((message, stamp_ns, received_at_ms, ack_bytes + len(ack)))
+        acks.append(ack)
+        ack_bytes += len(ack)
+        # The next frame joins the batch only if all of it is already here.
+        available = connection.end - connection.start
+        if available < PREFIX_BYTES:
+            return False
+        start = connection.start
+        try:
+            next_length = parse_frame_length(view[start : start + PREFIX_BYTES])
+        except FrameTooLargeError:
+            # Counted and logged by the caller once the batch is acked: no log inside the span.
+            return True
+        if available < PREFIX_BYTES + next_length:
+            return False
+        length = next_length
+    return False
+
+
+def _send_acks_now(connection: Connection, batch: _Batch) -> bool:
+    """One non-blocking ``send`` of every ack of the batch; True when the kernel took them all.
+
+    The common case, with no coroutine and no scheduler. Records in ``batch`` how many bytes went
+    out and, once they all have, when.
+
+    Raises:
+        PeerGone: the peer vanished.
+    """
+    acks = batch.acks
+    data = acks[0] if len(acks) == 1 else b"".join(acks)
+    acks.clear()
+    batch.pending = data
+    batch.sent_bytes = 0
+    batch.done_ns = 0
+    batch.sent_bytes = connection.send_now(data)
+    if batch.sent_bytes < len(data):
+        return False
+    # ---- timed span closes for every frame of the batch ----
+    batch.done_ns = time.perf_counter_ns()
+    return True
+
+
+async def _send_acks_rest(connection: Connection, batch: _Batch) -> None:
+    """Wait for writability and send what the kernel did not take; the span closes after it.
+
+    Raises:
+        PeerGone: the peer vanished.
+    """
+    view = memoryview(batch.pending)
+    connection.waited = True
+    while batch.sent_bytes < len(view):
+        await trio.lowlevel.wait_writable(connection.sock)
+        batch.sent_bytes += connection.send_now(view[batch.sent_bytes :])
+    # ---- timed span closes for every frame of the batch ----
+    batch.done_ns = time.perf_counter_ns()
+
+
+def _finish_batch(
+    batch: _Batch,
+    counters: FrameCounters,
+    telemetry: Telemetry,
+    start_fire: Callable[[WakeMessage], None],
+) -> None:
+    """After the send: a row and a fire per acked frame, ``unacked`` for the rest, then warnings.
+
+    After a failed send (peer gone, cancelled), the frames whose acks went out whole still get
+    their row and fire; their span ends when the failure was seen.
+    """
+    done_ns = batch.done_ns or time.perf_counter_ns()
+    batch.pending = b""
+    sent_bytes = batch.sent_bytes
+    ended_at_ms = time.time_ns() // 1_000_000
+    record = telemetry.record
+    for message, stamp_ns, received_at_ms, ack_end in batch.messages:
+        if ack_end > sent_bytes:
+            counters.unacked += 1
+            continue
+        record(
+            wake_recv_row(
+                message.correlation_id,
+                received_at_ms,
+                ended_at_ms,
+                done_ns - stamp_ns,
+                message.dry_run,
+            )
+        )
+        start_fire(message)
+    batch.messages.clear()
+    for error in batch.rejected:
+        _rejected_frame_warnings.warning(field=error.field, reason=str(error))
+    batch.rejected.clear()
+
+
+async def _checkpoint_unless_waited(connection: Connection) -> None:
+    # Every batch passes through the scheduler once; a batch whose reads already waited did.
+    if not connection.waited:
+        await trio.lowlevel.checkpoint()

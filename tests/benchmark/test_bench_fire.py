@@ -1,0 +1,326 @@
+"""The fire-path benchmark records correctly on tiny runs against the fake exchange (no timing)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import csv
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import trio
+
+from bench.basefire import (
+    BaselineConfigError,
+    BaselineExchangeConfig,
+    config_from_env,
+    open_fire_path,
+)
+from bench.cli import main
+from bench.fire import (
+    FIRE_STAGES,
+    KINDS,
+    RISK_VARIABLES,
+    FakeExchangeInfo,
+    StageRow,
+    fire_environment,
+    series_of,
+    wait_for_fire_rows,
+)
+from bench.fireclient import FirePlan, fire_cid, interleaved, phase_of
+from bench.frames import wake_message
+from bench.processes import BenchError
+from bench.report import plot_styles
+from bench.rowwriter import RowWriter, open_database
+from bench.runner import Series
+from bench.variants import VARIANTS
+from bench.variants import main as variants_main
+from executor.clock import clock_domain
+from executor.exchange.transport import (
+    ExchangeEndpoint,
+    OrderSpec,
+    OrderStamps,
+    open_exchange,
+    order_body,
+)
+from executor.fake.exchange import FakeCredentials, FakeExchange, serve_fake_exchange
+from executor.signer import KalshiSigner
+from executor.wire.protocol import WakeMessage
+
+PINNED_ORDER_ID = "0123456789abcdef0123456789abcdef"
+WAIT_S = 60.0
+
+
+@pytest.fixture
+def work_dir() -> Iterator[Path]:
+    """A short private directory for sockets, databases and credentials."""
+    directory = Path(tempfile.mkdtemp(prefix="fb-"))
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _fire_wake(cid: str, *, dry_run: bool, domain: str | None = None) -> WakeMessage:
+    return replace(
+        wake_message(cid, 1),
+        recv_ns=1,
+        clock_domain=clock_domain() if domain is None else domain,
+        dry_run=dry_run,
+        exchange_index=0,
+    )
+
+
+def test_tiny_fire_run_writes_exactly_the_stage_spans_and_counts(work_dir: Path) -> None:
+    """--fire-only on the baseline: five stage spans, four kinds, exact n per kind, no history."""
+    history = work_dir / "history.csv"
+    out = work_dir / "r"
+    argv = ["--fire-only", "--executors", "asyncio", "--runs", "1", "--fire-warmup", "1"]
+    argv += ["--fire-shadow", "3", "--fire-real", "2", "--fire-bursts", "1"]
+    assert main([*argv, "--out", str(out), "--history", str(history)]) == 0
+    summary = _rows(out / "summary.csv")
+    assert {row["span"] for row in summary} == set(FIRE_STAGES)
+    assert {row["client"] for row in summary} == set(KINDS)
+    n = {(row["client"], row["span"]): int(row["n"]) for row in summary}
+    assert n[("fire:shadow", "detect_fire")] == 3
+    assert n[("fire:real", "detect_fire")] == 2
+    assert n[("fire:real", "dispatch_ack")] == 2
+    assert n[("burst:real", "detect_fire")] == 1
+    assert n[("burst:shadow", "order_build")] == 200
+    assert ("fire:shadow", "dispatch_ack") not in n  # a shadow fire stops at its sent stamp
+    warmups = {row["client"]: row["warmup"] for row in summary}
+    assert warmups["fire:shadow"] == "1" and warmups["burst:real"] == "0"
+    samples = _rows(out / "samples.csv")
+    assert len(samples) == sum(n.values())
+    assert not history.exists()  # fire rows never go to the history file
+
+
+def _stage_db(path: Path, rows: list[tuple[str, str, bool]]) -> None:
+    with contextlib.closing(open_database(str(path))) as connection, connection:
+        for cid, stage, dry_run in rows:
+            connection.execute("INSERT OR IGNORE INTO correlations VALUES (?, 0)", (cid,))
+            metadata = '{"dry_run": true}' if dry_run else '{"dry_run": false}'
+            connection.execute(
+                "INSERT INTO latency_events (correlation_id, stage, started_at_ms, ended_at_ms,"
+                " duration_ms, metadata_json) VALUES (?, ?, 0, 0, 0.5, ?)",
+                (cid, stage, metadata),
+            )
+
+
+def _complete_rows(plan: FirePlan) -> list[tuple[str, str, bool]]:
+    rows = []
+    for phase, count in plan.expected().items():
+        stage = "order_build" if phase == "burstshadow" else "detect_fire"
+        rows += [(fire_cid(phase, i), stage, "real" not in phase) for i in range(count)]
+    return rows
+
+
+def test_completion_is_exact(work_dir: Path) -> None:
+    """Exactly the planned rows complete; one short times out and one extra fails at once."""
+    plan = FirePlan(warmup=1, shadow=2, real=1, bursts=1, burst_shadows=3)
+    complete = _complete_rows(plan)
+    exact = work_dir / "exact.db"
+    _stage_db(exact, complete)
+    assert len(wait_for_fire_rows(str(exact), plan, timeout=5.0)) == len(complete)
+    short = work_dir / "short.db"
+    _stage_db(short, complete[:-1])
+    with pytest.raises(BenchError, match="short"):
+        wait_for_fire_rows(str(short), plan, timeout=0.2)
+    extra = work_dir / "extra.db"
+    _stage_db(extra, [*complete, (fire_cid("real", 7), "detect_fire", False)])
+    with pytest.raises(BenchError, match="more fire rows"):
+        wait_for_fire_rows(str(extra), plan, timeout=5.0)
+
+
+def test_a_row_whose_dry_run_contradicts_its_kind_is_an_error() -> None:
+    """A real-phase row marked dry_run true is refused, and a consistent one is kept."""
+    good = StageRow("real", "detect_fire", 900.0, False)
+    assert series_of([good], 1, "x", 0)[0].client == "fire:real"
+    with pytest.raises(BenchError, match="dry_run"):
+        series_of([replace(good, dry_run=True)], 1, "x", 0)
+
+
+def test_plan_helpers_interleave_and_name_phases() -> None:
+    """Reals spread evenly among shadows; correlation ids round-trip to their phase."""
+    assert interleaved(10, 2) == [False] * 5 + [True] + [False] * 5 + [True]
+    assert interleaved(0, 2) == [True, True]
+    assert interleaved(3, 0) == [False] * 3
+    assert phase_of(fire_cid("burstreal", 4)) == "burstreal"
+    assert phase_of("bench-blocking-000001") is None
+    assert phase_of("fire-nonsense-000001") is None
+
+
+def test_fire_environment_points_at_the_fake_and_raises_every_limit() -> None:
+    """The executor environment is real mode on the fake, stale KALSHI_* dropped, gate open."""
+    info = FakeExchangeInfo("https://127.0.0.1:1", "key", "/k.pem", "/ca.pem")
+    env = fire_environment(info, {"PATH": "/bin", "KALSHI_ENVIRONMENT": "prod", "KALSHI_X": "1"})
+    assert env["PATH"] == "/bin" and "KALSHI_X" not in env
+    assert env["KALSHI_ENVIRONMENT"] == "demo"
+    assert env["KALSHI_DEMO_BASE_URL"] == info.base_url
+    assert env["KALSHI_API_KEY_ID"] == "key" and env["KALSHI_PRIVATE_KEY_PATH"] == "/k.pem"
+    assert env["KALSHI_CA_FILE"] == "/ca.pem"
+    assert env["KALSHI_ALLOWED_EXCHANGE_INDEXES"] == "0"
+    assert env["KALSHI_RISK_GATE_ENABLED"] == "true"
+    assert all(int(env[name]) >= 10**9 for name in RISK_VARIABLES)
+    assert env["KALSHI_RISK_REFIRE_COOLDOWN_SECONDS"] == "0"
+
+
+def test_baseline_config_needs_both_credentials_and_demo() -> None:
+    """No credentials is no-op fires; half of them, or prod, is a one-line error."""
+    assert config_from_env({}) is None
+    with pytest.raises(BaselineConfigError, match="KALSHI_PRIVATE_KEY_PATH"):
+        config_from_env({"KALSHI_API_KEY_ID": "k"})
+    both = {"KALSHI_API_KEY_ID": "k", "KALSHI_PRIVATE_KEY_PATH": "/k.pem"}
+    with pytest.raises(BaselineConfigError, match="demo only"):
+        config_from_env({**both, "KALSHI_ENVIRONMENT": "prod"})
+    config = config_from_env({**both, "KALSHI_DEMO_BASE_URL": "https://127.0.0.1:9/"})
+    assert config is not None and config.base_url == "https://127.0.0.1:9"
+
+
+async def _baseline_fires(
+    config: BaselineExchangeConfig, database: Path, wakes: list[WakeMessage]
+) -> None:
+    """Run the baseline's fire path on its own asyncio loop (in a worker thread) for ``wakes``."""
+
+    async def fire_all() -> None:
+        rows = RowWriter(str(database))
+        try:
+            async with open_fire_path(config, rows, lambda: PINNED_ORDER_ID) as path:
+                for wake in wakes:
+                    await path.fire(wake)
+                assert path.counters.dispatch_errors == 0, path.counters.last_error
+        finally:
+            rows.close()
+
+    await trio.to_thread.run_sync(asyncio.run, fire_all())
+
+
+def _stages(database: Path) -> dict[str, list[str]]:
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        found: dict[str, list[str]] = {}
+        for cid, stage in connection.execute(
+            "SELECT correlation_id, stage FROM latency_events ORDER BY id"
+        ):
+            found.setdefault(cid, []).append(stage)
+    return found
+
+
+async def _fake(nursery: trio.Nursery, directory: Path) -> tuple[FakeCredentials, FakeExchange]:
+    credentials = await trio.to_thread.run_sync(FakeCredentials.generate, directory / "cred")
+    exchange: FakeExchange = await nursery.start(serve_fake_exchange, credentials)
+    return credentials, exchange
+
+
+async def test_baseline_sends_the_transports_body_bytes_and_headers(
+    nursery: trio.Nursery, work_dir: Path
+) -> None:
+    """The baseline's real order is order_body's bytes with the Trio transport's Kalshi headers."""
+    credentials, exchange = await _fake(nursery, work_dir)
+    config = BaselineExchangeConfig(
+        exchange.base_url, credentials.key_id, credentials.private_key_path, credentials.ca_file
+    )
+    with trio.fail_after(WAIT_S):
+        await _baseline_fires(
+            config,
+            work_dir / "b.db",
+            [
+                _fire_wake("fire-real-000000", dry_run=False),
+                _fire_wake("fire-shadow-000000", dry_run=True),
+            ],
+        )
+    orders = [r for r in exchange.received if r.path.endswith("/orders")]
+    assert len(orders) == 1  # the shadow fire signed but sent nothing
+    baseline = orders[0]
+    expected = order_body(
+        OrderSpec(
+            ticker="KXBTCD-26DEC31-T100000",
+            client_order_id=PINNED_ORDER_ID,
+            side="bid",
+            count=1,
+            price="0.5500",
+            time_in_force="fill_or_kill",
+            self_trade_prevention_type="taker_at_cross",
+            exchange_index=0,
+        )
+    )
+    assert baseline.body == expected
+    assert baseline.verified and baseline.status == 201 and baseline.method == "POST"
+    signer = await trio.to_thread.run_sync(
+        KalshiSigner, credentials.private_key_path, credentials.key_id
+    )
+    endpoint = ExchangeEndpoint(exchange.base_url, credentials.key_id, signer, credentials.ca_file)
+    with trio.fail_after(WAIT_S):
+        async with open_exchange(endpoint) as client:
+            await client.place_order(expected, OrderStamps(), dry_run=False)
+    transport = [r for r in exchange.received if r.path.endswith("/orders")][-1]
+    assert transport.body == baseline.body
+    kalshi = ("kalshi-access-key", "content-type")
+    assert {k: baseline.headers[k] for k in kalshi} == {k: transport.headers[k] for k in kalshi}
+    assert baseline.headers["kalshi-access-timestamp"].isdigit()
+    stages = _stages(work_dir / "b.db")
+    assert stages["fire-real-000000"] == list(FIRE_STAGES)
+    assert stages["fire-shadow-000000"] == ["order_build", "sign", "dispatch_send", "detect_fire"]
+
+
+async def test_detect_fire_is_absent_when_the_clock_domain_differs(
+    nursery: trio.Nursery, work_dir: Path
+) -> None:
+    """A wake stamped on another clock still fires but leaves no detect_fire row."""
+    credentials, exchange = await _fake(nursery, work_dir)
+    config = BaselineExchangeConfig(
+        exchange.base_url, credentials.key_id, credentials.private_key_path, credentials.ca_file
+    )
+    wakes = [
+        _fire_wake("fire-real-000001", dry_run=False, domain="elsewhere:0"),
+        _fire_wake("fire-shadow-000001", dry_run=True, domain=""),
+    ]
+    with trio.fail_after(WAIT_S):
+        await _baseline_fires(config, work_dir / "b.db", wakes)
+    stages = _stages(work_dir / "b.db")
+    assert stages["fire-real-000001"] == ["order_build", "sign", "dispatch_send", "dispatch_ack"]
+    assert stages["fire-shadow-000001"] == ["order_build", "sign", "dispatch_send"]
+    assert any(r.path.endswith("/orders") and r.status == 201 for r in exchange.received)
+
+
+def test_picture_gives_each_executor_one_colour_and_each_kind_one_style() -> None:
+    """Colours depend on the executor alone and styles on the client alone, all distinct."""
+    series = [
+        Series(1, executor, client, span, 0, (1.0, 2.0))
+        for executor in ("uvloop", "trio", "cmd:x")
+        for client in KINDS
+        for span in ("sign", "detect_fire")
+    ]
+    colours, styles = plot_styles(series)
+    assert set(colours) == {"trio", "uvloop", "cmd:x"}
+    assert len(set(colours.values())) == 3 and colours["trio"] == "tab:orange"
+    assert set(styles) == set(KINDS) and len(set(styles.values())) == len(KINDS)
+    assert plot_styles(list(reversed(series))) == (colours, styles)  # order-independent
+
+
+def test_tiny_fire_run_reads_the_trio_executors_own_stage_rows(work_dir: Path) -> None:
+    """The Trio executor in real mode against the fake completes exactly, with only stage spans."""
+    out = work_dir / "r"
+    argv = ["--fire-only", "--executors", "trio", "--runs", "1", "--fire-warmup", "1"]
+    argv += ["--fire-shadow", "2", "--fire-real", "2", "--fire-bursts", "0", "--no-history"]
+    assert main([*argv, "--out", str(out)]) == 0
+    summary = _rows(out / "summary.csv")
+    assert {row["span"] for row in summary} == set(FIRE_STAGES)
+    n = {(row["client"], row["span"]): int(row["n"]) for row in summary}
+    assert n[("fire:shadow", "detect_fire")] == 2 and n[("fire:real", "detect_fire")] == 2
+    assert n[("fire:real", "dispatch_ack")] == 2  # every real order was answered by the fake
+    assert ("fire:shadow", "dispatch_ack") not in n
+
+
+def test_variants_refuse_an_unknown_name() -> None:
+    """bench.variants names its variants and refuses anything else before starting an executor."""
+    assert set(VARIANTS) == {"idle-lane", "direct-request"}
+    assert variants_main(["idle-lane+nonsense", "serve"]) == 2
+    assert variants_main([]) == 2

@@ -1,0 +1,1 @@
+"""Helpers the tests share: in-process and subprocess executors, order-path fakes, counters."""
