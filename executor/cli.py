@@ -17,14 +17,9 @@ from executor.config import ConfigError, StartupError, add_exchange_arguments, l
 from executor.decide.killswitch import DEFAULT_TTL_S, KillSwitch, killswitch_main
 from executor.fire.path import DEFAULT_CONTRACT_COUNT, FirePath
 from executor.recording.metrics import DEFAULT_HOST as METRICS_DEFAULT_HOST
-from executor.recording.metrics import parse_metrics_address
-from executor.server import (
-    DEFAULT_GRACE_S,
-    ExecutorServer,
-    ServerConfig,
-    SocketSetupError,
-    default_telemetry_db,
-)
+from executor.recording.metrics import MetricsSetupError, parse_metrics_address
+from executor.recording.schema import default_telemetry_db
+from executor.server import DEFAULT_GRACE_S, ExecutorServer, ServerConfig, SocketSetupError
 from executor.telemetry import BATCH_LINGER_S, CHANNEL_CAPACITY, TelemetryOpenError
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -220,7 +215,7 @@ def _serve(args: argparse.Namespace) -> int:
     startup_error: Exception | None = None
     try:
         trio.run(server.run)
-    except (SocketSetupError, TelemetryOpenError, StartupError) as error:
+    except (SocketSetupError, MetricsSetupError, TelemetryOpenError, StartupError) as error:
         startup_error = error
     finally:
         # Queued log lines go out before the lines below, but for a bounded time only: a stalled
@@ -233,16 +228,7 @@ def _serve(args: argparse.Namespace) -> int:
         f"{server.statistics().counters_line()} log_dropped={logs.dropped_count()}",
         file=sys.stderr,
     )
-    telemetry = server.telemetry.statistics()
-    print(
-        f"telemetry rows_written={telemetry.rows_written} "
-        f"dropped_ring_full={telemetry.dropped_ring_full} "
-        f"dropped_oversized_id={telemetry.dropped_oversized_id} "
-        f"dropped_write_failed={telemetry.dropped_write_failed} "
-        f"order_rows_written={telemetry.order_rows_written} "
-        f"order_rows_dropped={telemetry.order_rows_dropped}",
-        file=sys.stderr,
-    )
+    print(server.telemetry.statistics().exit_line(), file=sys.stderr)
     return 0
 
 

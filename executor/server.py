@@ -29,7 +29,13 @@ import trio
 
 from executor.config import StartupError
 from executor.fire.path import FirePath
-from executor.recording.metrics import STOP_TIMEOUT_S, MetricsEndpoint, start_metrics_endpoint
+from executor.recording.counters import ServerStatistics
+from executor.recording.metrics import (
+    STOP_TIMEOUT_S,
+    MetricsEndpoint,
+    MetricsSetupError,
+    start_metrics_endpoint,
+)
 from executor.telemetry import (
     BATCH_LINGER_S,
     CHANNEL_CAPACITY,
@@ -57,40 +63,6 @@ log = structlog.get_logger()
 
 DEFAULT_GRACE_S: Final = 5.0
 """How long in-flight frames and fires may run after a shutdown signal (seconds)."""
-
-@dataclass(frozen=True)
-class ServerStatistics:
-    """Counters of frames and fires since start (SERVICE.md defines each)."""
-
-    frames: int
-    accepted: int
-    rejected: int
-    fired: int
-    refused_price: int
-    refused_kill_switch: int
-    unacked: int
-    fires_cancelled: int
-    fire_errors: int
-    refused_volume: int
-    refused_risk: int
-    refused_permission: int
-    dispatch_errors: int
-    shadow_skipped: int
-    oversized_frames: int
-    connections_opened: int
-    connections_open: int
-
-    def counters_line(self) -> str:
-        """The first exit line, in the C++ port's key=value format plus this executor's keys."""
-        return (
-            f"frames={self.frames} accepted={self.accepted} rejected={self.rejected} "
-            f"fired={self.fired} refused_price={self.refused_price} "
-            f"refused_kill_switch={self.refused_kill_switch} unacked={self.unacked} "
-            f"fires_cancelled={self.fires_cancelled} fire_errors={self.fire_errors} "
-            f"refused_volume={self.refused_volume} refused_risk={self.refused_risk} "
-            f"refused_permission={self.refused_permission} "
-            f"dispatch_errors={self.dispatch_errors} shadow_skipped={self.shadow_skipped}"
-        )
 
 
 @dataclass
@@ -199,6 +171,7 @@ class ExecutorServer:
 
         Raises:
             SocketSetupError: the socket path is unusable or another executor holds it.
+            MetricsSetupError: the ``--metrics`` address cannot be bound.
             TelemetryOpenError: the telemetry database cannot be opened.
         """
         socket_path = self.config.socket_path
@@ -214,7 +187,11 @@ class ExecutorServer:
             try:
                 observe = None
                 if self.config.metrics_address is not None:
-                    metrics, observe = start_metrics_endpoint(self, self.config.metrics_address)
+                    metrics, observe = start_metrics_endpoint(
+                        self.config.metrics_address,
+                        self.statistics,
+                        lambda: self.telemetry.statistics(),
+                    )
                     host, port = metrics.address
                     log.info("metrics endpoint listening", host=host, port=port)
                 async with trio.open_nursery() as root:
@@ -405,24 +382,18 @@ def _sole_startup_error(group: BaseExceptionGroup[BaseException]) -> Exception |
             leaves.append(error)
 
     collect(group)
-    startup_errors = (SocketSetupError, TelemetryOpenError, StartupError)
+    startup_errors = (SocketSetupError, MetricsSetupError, TelemetryOpenError, StartupError)
     if len(leaves) == 1 and isinstance(leaves[0], startup_errors):
         return leaves[0]
     return None
 
 
-def default_telemetry_db() -> Path:
-    """Where rows go without ``--telemetry-db``: ``$XDG_STATE_HOME/trio-executor/telemetry.db``."""
-    state_home = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-    return Path(state_home) / "trio-executor" / "telemetry.db"
-
-
 __all__ = [
     "DEFAULT_GRACE_S",
     "ExecutorServer",
+    "MetricsSetupError",
     "ServerConfig",
     "ServerStatistics",
     "SocketSetupError",
     "StartupError",
-    "default_telemetry_db",
 ]

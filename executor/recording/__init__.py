@@ -1,7 +1,9 @@
 """Recording: what ``executor.telemetry`` drives.
 
-The row types and the stage vocabulary (``latency_events``, ``orders_fired``, ``heartbeats``), the
-SQLite schema and the work the writer thread does, and the ``--metrics`` Prometheus endpoint. May
-import only the foundation (``executor.clock``, ``executor.logs``); every layer above may import
-it.
+The row types and the stage vocabulary (``rows``: ``latency_events``, ``orders_fired``,
+``heartbeats``), the counters the exit lines and the metrics report (``counters``), the file's
+default path and schema (``schema``), the work the writer thread does (``sqlite_writer``), the
+batching consumer that feeds it (``consumer``), and the ``--metrics`` Prometheus endpoint
+(``metrics``). May import only the foundation (``executor``, ``executor.clock``, ``executor.logs``,
+``executor.signer``); every layer above may import it.
 """

@@ -1,11 +1,13 @@
 """``executor serve --metrics HOST:PORT``: a Prometheus text endpoint, off the event loop.
 
 What it costs the hot path: nothing. The counters are the ones the exit lines print; a custom
-collector reads ``ExecutorServer.statistics()`` and ``Telemetry.statistics()`` when Prometheus
-scrapes, in the endpoint's own thread. The latency histograms are fed by the telemetry consumer
-as rows pass through it (one ``observe`` per row, on the consumer's side of the channel), never by
-a connection task. The HTTP server is ``prometheus_client``'s own, in its own threads; nothing of
-it runs on the Trio thread but starting it and (through a worker thread) stopping it.
+collector calls the two snapshot functions it was given (the server's ``statistics()`` and the
+telemetry channel's, both returning the plain values of ``executor.recording.counters``) when
+Prometheus scrapes, in the endpoint's own thread. It is handed functions rather than the server,
+so this layer never imports the layers above it. The latency histograms are fed by the telemetry
+consumer as rows pass through it (one ``observe`` per row, on the consumer's side of the channel),
+never by a connection task. The HTTP server is ``prometheus_client``'s own, in its own threads;
+nothing of it runs on the Trio thread but starting it and (through a worker thread) stopping it.
 
 Reading the counters from another thread is safe because each is a plain int that only the Trio
 thread writes (the GIL makes each read whole); a scrape is not one atomic snapshot across
@@ -18,7 +20,7 @@ import dataclasses
 import ipaddress
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Final
+from typing import Final
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
@@ -26,11 +28,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from executor import logs
+from executor.recording.counters import ServerStatistics, TelemetryStatistics
 from executor.recording.rows import LatencyRow, Stage
-from executor.wire.unixsocket import SocketSetupError
-
-if TYPE_CHECKING:
-    from executor.server import ExecutorServer
 
 NAMESPACE: Final = "trio_executor"
 
@@ -77,8 +76,9 @@ _GAUGES: Final = {"connections_open": "connections open now"}
 """ServerStatistics fields that go up and down; every other int field is a counter."""
 
 
-class MetricsSetupError(SocketSetupError):
-    """The metrics endpoint cannot be bound (a start-up failure like a socket's)."""
+class MetricsSetupError(Exception):
+    """The metrics endpoint cannot be bound: a start-up failure, reported in one line like an
+    unusable socket (the message names the address and the problem)."""
 
 
 def parse_metrics_address(text: str) -> tuple[str, int]:
@@ -125,15 +125,23 @@ class LatencyHistograms:
 
 
 class ExecutorCollector(Collector):
-    """The exit lines' counters, read from the running server at scrape time."""
+    """The exit lines' counters, read from the running server at scrape time.
 
-    def __init__(self, server: ExecutorServer) -> None:
-        self._server = server
+    ``server_statistics`` and ``telemetry_statistics`` are called from the endpoint's thread; the
+    second raises RuntimeError until telemetry has started (those counters are then left out).
+    """
+
+    def __init__(
+        self,
+        server_statistics: Callable[[], ServerStatistics],
+        telemetry_statistics: Callable[[], TelemetryStatistics],
+    ) -> None:
+        self._server_statistics = server_statistics
+        self._telemetry_statistics = telemetry_statistics
 
     def collect(self) -> Iterator[Metric]:
         """Yield the server counters, the telemetry counters and the channel depth."""
-        server = self._server
-        statistics = server.statistics()
+        statistics = self._server_statistics()
         for field in dataclasses.fields(statistics):
             value = getattr(statistics, field.name)
             if not isinstance(value, int):
@@ -154,7 +162,7 @@ class ExecutorCollector(Collector):
             value=logs.dropped_count(),
         )
         try:
-            telemetry = server.telemetry.statistics()
+            telemetry = self._telemetry_statistics()
         except RuntimeError:  # not started yet
             return
         for field in dataclasses.fields(telemetry):
@@ -194,16 +202,21 @@ class MetricsEndpoint:
 
 
 def start_metrics_endpoint(
-    server: ExecutorServer, address: tuple[str, int]
+    address: tuple[str, int],
+    server_statistics: Callable[[], ServerStatistics],
+    telemetry_statistics: Callable[[], TelemetryStatistics],
 ) -> tuple[MetricsEndpoint, Callable[[LatencyRow], None]]:
-    """Bind the endpoint for ``server`` and start its thread; return it and the row observer.
+    """Bind the endpoint and start its thread; return it and the row observer.
+
+    ``server_statistics`` and ``telemetry_statistics`` are what a scrape reports (see
+    :class:`ExecutorCollector`).
 
     Raises:
         MetricsSetupError: the address cannot be bound.
     """
     registry = CollectorRegistry(auto_describe=True)
     histograms = LatencyHistograms(registry)
-    registry.register(ExecutorCollector(server))
+    registry.register(ExecutorCollector(server_statistics, telemetry_statistics))
     host, port = address
     try:
         httpd, thread = start_http_server(port, addr=host, registry=registry)

@@ -7,11 +7,12 @@ SQLite writer.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-from typing import Final, NamedTuple, TypeAlias
+from dataclasses import asdict, dataclass
+from typing import Any, Final, NamedTuple, TypeAlias
 
 _DRY_RUN_FALSE_JSON: Final = '{"dry_run": false}'
 _DRY_RUN_TRUE_JSON: Final = '{"dry_run": true}'
+
 
 class Stage(enum.StrEnum):
     """The reference system's stage vocabulary (``latency_events.stage``)."""
@@ -140,3 +141,11 @@ class HeartbeatRow:
 
 TelemetryRow: TypeAlias = LatencyRow | OrderRow | HeartbeatRow
 """Anything the telemetry channel carries."""
+
+
+def row_fields(row: OrderRow) -> dict[str, Any]:
+    """The order row as a plain dict for a log line (the kind and status as their values)."""
+    fields = asdict(row)
+    fields["kind"] = row.kind.value
+    fields["status"] = str(row.status)
+    return fields

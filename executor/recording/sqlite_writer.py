@@ -1,9 +1,9 @@
-"""The SQLite side of telemetry: the schema, and the functions the worker thread runs.
+"""The SQLite side of telemetry: the functions the worker thread runs.
 
-Everything here is blocking and runs only in the telemetry worker thread (``executor.telemetry``
-owns the thread discipline): open and initialise the file, commit a batch (falling back to one
-row at a time), close. The tables and columns are the reference system's (TELEMETRY.md,
-DISPATCH.md §8).
+Everything here is blocking and runs only in the telemetry worker thread (the consumer in
+``executor.recording.consumer`` owns the thread discipline): open and initialise the file with
+the schema of ``executor.recording.schema``, commit a batch (falling back to one row at a time),
+close.
 
 A batch mixes row types and is written in arrival order in one transaction: runs of latency rows
 go through the multi-row INSERTs (they are nearly every row), order and heartbeat rows (a few per
@@ -24,81 +24,14 @@ import structlog
 
 from executor.clock import wall_ms
 from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow, OrderRowKind, TelemetryRow
+from executor.recording.schema import REFERENCE_USER_VERSION, SCHEMA_STATEMENTS
 
 BUSY_TIMEOUT_MS: Final = 5000
 """SQLite waits this long (ms) for another writer's lock (the reference poller shares the file)."""
 
-REFERENCE_USER_VERSION: Final = 6
-"""``user_version`` stamped on a file this process created: the reference's current schema, so its
-migrations do not run against a file lacking their tables."""
-
 ROW_RETRY_BUDGET_S: Final = 10.0
 """Longest a failed batch's row-by-row retry may run (seconds). A locked database makes every row
 wait ``busy_timeout``; past the budget the remaining rows are counted as failed, not tried."""
-
-_SCHEMA: Final = (
-    """CREATE TABLE IF NOT EXISTS correlations (
-    correlation_id  TEXT    PRIMARY KEY,
-    created_at_ms   INTEGER NOT NULL
-)""",
-    """CREATE TABLE IF NOT EXISTS latency_events (
-    id              INTEGER PRIMARY KEY AUTOINCREMENT,
-    correlation_id  TEXT    NOT NULL REFERENCES correlations (correlation_id),
-    stage           TEXT    NOT NULL,
-    started_at_ms   INTEGER NOT NULL,
-    ended_at_ms     INTEGER NOT NULL,
-    duration_ms     REAL    NOT NULL,
-    metadata_json   TEXT,
-    created_at_ms   INTEGER NOT NULL DEFAULT (CAST(strftime('%s', 'now') AS INTEGER) * 1000)
-)""",
-    "CREATE INDEX IF NOT EXISTS idx_latency_events_stage ON latency_events (stage)",
-    "CREATE INDEX IF NOT EXISTS idx_latency_events_correlation_id"
-    " ON latency_events (correlation_id)",
-    "CREATE INDEX IF NOT EXISTS idx_latency_events_started_at ON latency_events (started_at_ms)",
-    """CREATE TABLE IF NOT EXISTS orders_fired (
-    id                          INTEGER PRIMARY KEY AUTOINCREMENT,
-    correlation_id              TEXT    NOT NULL,
-    client_order_id             TEXT    NOT NULL UNIQUE,
-    kalshi_order_id             TEXT,
-    ticker                      TEXT    NOT NULL,
-    correlation_group           TEXT,
-    outcome_side                TEXT    NOT NULL CHECK (outcome_side IN ('yes', 'no')),
-    count                       TEXT    NOT NULL CHECK (CAST(count AS REAL) > 0),
-    price_dollars               TEXT    NOT NULL
-        CHECK (CAST(price_dollars AS REAL) > 0 AND CAST(price_dollars AS REAL) < 1),
-    time_in_force               TEXT    NOT NULL
-        CHECK (time_in_force IN ('fill_or_kill', 'good_till_canceled', 'immediate_or_cancel')),
-    self_trade_prevention_type  TEXT    NOT NULL
-        CHECK (self_trade_prevention_type IN ('taker_at_cross', 'maker')),
-    post_only                   INTEGER CHECK (post_only IN (0, 1)),
-    status                      TEXT    NOT NULL CHECK (status IN (
-        'pending', 'submitted', 'accepted', 'rejected', 'filled', 'canceled', 'error'
-    )),
-    error_message               TEXT,
-    fill_count                  TEXT,
-    remaining_count             TEXT,
-    average_fill_price          TEXT,
-    average_fee_paid            TEXT,
-    requested_at_ms             INTEGER NOT NULL,
-    submitted_at_ms             INTEGER,
-    acknowledged_at_ms          INTEGER,
-    created_at_ms               INTEGER NOT NULL
-        DEFAULT (CAST(strftime('%s', 'now') AS INTEGER) * 1000),
-    FOREIGN KEY (correlation_id) REFERENCES correlations (correlation_id)
-)""",
-    "CREATE INDEX IF NOT EXISTS idx_orders_fired_ticker ON orders_fired (ticker)",
-    "CREATE INDEX IF NOT EXISTS idx_orders_fired_status ON orders_fired (status)",
-    "CREATE INDEX IF NOT EXISTS idx_orders_fired_requested_at ON orders_fired (requested_at_ms)",
-    "CREATE INDEX IF NOT EXISTS idx_orders_fired_correlation_id ON orders_fired (correlation_id)",
-    """CREATE TABLE IF NOT EXISTS heartbeats (
-    process         TEXT    PRIMARY KEY,
-    pid             INTEGER NOT NULL,
-    started_at_ms   INTEGER NOT NULL,
-    beat_at_ms      INTEGER NOT NULL,
-    queue_depth     INTEGER NOT NULL,
-    dropped_rows    INTEGER NOT NULL
-)""",
-)
 
 # Constant strings, so sqlite3's statement cache parses each once for the connection's life.
 _INSERT_CORRELATION: Final = (
@@ -314,7 +247,7 @@ def open_database(path: Path) -> tuple[sqlite3.Connection, bool]:
             # Under the write lock nobody else can be mid-creation; a committed database (WAL
             # or not) always has its header page in the main file, so zero bytes means new.
             created = path.stat().st_size == 0
-            for statement in _SCHEMA:
+            for statement in SCHEMA_STATEMENTS:
                 connection.execute(statement)
             if created:
                 connection.execute(f"PRAGMA user_version = {REFERENCE_USER_VERSION}")

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
+from executor.recording.schema import default_telemetry_db
 from executor.stats.queries import (
     SCHEMA_ID,
     LatencySummary,
@@ -147,9 +148,6 @@ def stats_main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.telemetry_db is None:
-        # Imported here: the server module brings in Trio, which this command does not need.
-        from executor.server import default_telemetry_db
-
         args.telemetry_db = default_telemetry_db()
     now_ms = time.time_ns() // 1_000_000
     try:

@@ -1,0 +1,114 @@
+"""The counters the executor reports: snapshots for the exit lines and the metrics endpoint.
+
+Plain values, no I/O. The server fills a :class:`ServerStatistics` from its frame counters and the
+fire path's; the telemetry consumer keeps a :class:`TelemetryCounters` that
+``Telemetry.statistics()`` turns into a :class:`TelemetryStatistics`. The command line prints both
+at exit (:meth:`ServerStatistics.counters_line`, :meth:`TelemetryStatistics.exit_line`), and
+``executor.recording.metrics`` serves the same fields to Prometheus. They live in this low layer so
+the metrics endpoint can read them without importing the server or the telemetry channel that
+produce them. SERVICE.md defines every counter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ServerStatistics:
+    """Counters of frames and fires since start (SERVICE.md defines each)."""
+
+    frames: int
+    accepted: int
+    rejected: int
+    fired: int
+    refused_price: int
+    refused_kill_switch: int
+    unacked: int
+    fires_cancelled: int
+    fire_errors: int
+    refused_volume: int
+    refused_risk: int
+    refused_permission: int
+    dispatch_errors: int
+    shadow_skipped: int
+    oversized_frames: int
+    connections_opened: int
+    connections_open: int
+
+    def counters_line(self) -> str:
+        """The first exit line, in the C++ port's key=value format plus this executor's keys."""
+        return (
+            f"frames={self.frames} accepted={self.accepted} rejected={self.rejected} "
+            f"fired={self.fired} refused_price={self.refused_price} "
+            f"refused_kill_switch={self.refused_kill_switch} unacked={self.unacked} "
+            f"fires_cancelled={self.fires_cancelled} fire_errors={self.fire_errors} "
+            f"refused_volume={self.refused_volume} refused_risk={self.refused_risk} "
+            f"refused_permission={self.refused_permission} "
+            f"dispatch_errors={self.dispatch_errors} shadow_skipped={self.shadow_skipped}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryStatistics:
+    """A snapshot of the telemetry counters.
+
+    The first four count ``latency_events`` rows only. ``batches_committed`` counts batches
+    committed as one transaction (a batch retried row by row does not count); ``queued`` is the
+    rows in the channel at the time of the snapshot (every kind). ``order_rows_written`` and
+    ``order_rows_dropped`` count ``orders_fired`` rows (dropped: a pending row that found the
+    channel full, an undroppable row that found no room in time, a row the database refused).
+    """
+
+    rows_written: int
+    dropped_ring_full: int
+    dropped_oversized_id: int
+    dropped_write_failed: int
+    queued: int
+    batches_committed: int = 0
+    order_rows_written: int = 0
+    order_rows_dropped: int = 0
+
+    def exit_line(self) -> str:
+        """The second exit line: where every latency row and every order row went."""
+        return (
+            f"telemetry rows_written={self.rows_written} "
+            f"dropped_ring_full={self.dropped_ring_full} "
+            f"dropped_oversized_id={self.dropped_oversized_id} "
+            f"dropped_write_failed={self.dropped_write_failed} "
+            f"order_rows_written={self.order_rows_written} "
+            f"order_rows_dropped={self.order_rows_dropped}"
+        )
+
+
+@dataclass(slots=True)
+class TelemetryCounters:
+    """The live telemetry counters, mutated only from the Trio thread.
+
+    Every latency row handed to ``Telemetry.record`` ends up in exactly one of ``rows_written``,
+    ``dropped_ring_full``, ``dropped_oversized_id`` or ``dropped_write_failed``.
+    """
+
+    rows_written: int = 0
+    dropped_ring_full: int = 0
+    dropped_oversized_id: int = 0
+    dropped_write_failed: int = 0
+    batches_committed: int = 0
+    order_rows_written: int = 0
+    order_rows_dropped: int = 0
+
+    def snapshot(self, queued: int) -> TelemetryStatistics:
+        """The counters now, with ``queued`` rows waiting in the channel."""
+        return TelemetryStatistics(
+            rows_written=self.rows_written,
+            dropped_ring_full=self.dropped_ring_full,
+            dropped_oversized_id=self.dropped_oversized_id,
+            dropped_write_failed=self.dropped_write_failed,
+            queued=queued,
+            batches_committed=self.batches_committed,
+            order_rows_written=self.order_rows_written,
+            order_rows_dropped=self.order_rows_dropped,
+        )
+
+
+__all__ = ["ServerStatistics", "TelemetryCounters", "TelemetryStatistics"]
