@@ -1,7 +1,7 @@
 """Shutdown of the real executor process while connections pipeline frames at it.
 
 Each load connection has a sender thread pipelining frames and a reader thread recording every
-ack (``bench.soak.PipelinedClient``); the executor is ``python -m executor serve``.
+ack (``bench.soak_clients.PipelinedClient``); the executor is ``python -m executor serve``.
 """
 
 from __future__ import annotations
@@ -13,14 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.soak import (
+from bench.soak_clients import PipelinedClient, wake_frame
+from bench.soak_process import (
     EXIT_SLACK_S,
     ExecutorProcess,
-    PipelinedClient,
     identity_problems,
     ids_with_prefix,
     parse_exit_counters,
-    wake_frame,
     wake_recv_count,
 )
 
