@@ -9,7 +9,8 @@ Task tree (every task lives inside ``ExecutorServer.run``'s root nursery)::
         |-- fires nursery           one task per accepted fire
         `-- connections nursery     one task per connection, fed by serve_listeners
 
-The connection loop itself (read, stamp, decode, ack, record, fire) is ``executor.wire.connection``.
+Each connection's life is ``executor.wire.session``; its frame loop (read, stamp, decode, ack,
+record, fire) is ``executor.wire.connection``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import contextlib
 import functools
 import os
 import signal
-import socket
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,8 +43,9 @@ from executor.telemetry import (
     TelemetryOpenError,
     serve_telemetry,
 )
-from executor.wire.connection import Connection, FrameCounters, PeerGone, serve_frames
+from executor.wire.connection import Connection, FrameCounters
 from executor.wire.protocol import WakeMessage
+from executor.wire.session import serve_connection
 from executor.wire.unixsocket import (
     InstanceLock,
     PreparedSocket,
@@ -313,36 +314,18 @@ class ExecutorServer:
         counters = self._counters
         counters.connections_opened += 1
         counters.connections_open += 1
-        conn_id = counters.connections_opened
-        # Detach the fd from Trio's wrappers: the hot path calls the non-blocking socket directly.
-        sock = socket.socket(fileno=stream.socket.detach())
-        connection = Connection(sock)
-        self._connections.add(connection)
-        stats = {"frames": 0, "accepted": 0, "rejected": 0}
-        log.info("connection opened", connection=conn_id)
-        reason = "eof"
         try:
-            reason = await serve_frames(
-                connection,
+            await serve_connection(
+                stream,
+                counters.connections_opened,
+                connections=self._connections,
                 counters=counters.frames,
-                stats=stats,
                 telemetry=self.telemetry,
                 start_fire=self._start_fire,
                 stopping=self._stopping,
             )
-        except PeerGone:
-            reason = "peer gone"
-        except trio.Cancelled:
-            reason = "cancelled"
-            raise
-        except Exception:
-            reason = "error"
-            log.exception("connection failed", connection=conn_id)
         finally:
-            self._connections.discard(connection)
-            connection.close()
             counters.connections_open -= 1
-            log.info("connection closed", connection=conn_id, reason=reason, **stats)
 
     def _start_fire(self, message: WakeMessage) -> None:
         # A fire with nothing to await ends here (FirePath.fire_now); the rest get a task each.
