@@ -369,6 +369,19 @@ def test_the_command_refuses_a_busy_port_in_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_the_old_command_name_still_runs_the_fake() -> None:
+    """``python -m executor.fake_exchange --help`` exits 0 with the fake's own usage."""
+    result = subprocess.run(
+        [sys.executable, "-m", "executor.fake_exchange", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "A local fake Kalshi exchange." in result.stdout
+    assert "--port" in result.stdout
+
+
 @pytest.mark.parametrize("port", ["99999", "-1", "http"])
 def test_the_command_refuses_a_port_out_of_range(
     port: str, capsys: pytest.CaptureFixture[str]
