@@ -190,18 +190,17 @@ class FirePath:
         Cancellation: never checkpoints.
         """
         orders = self.orders
-        default = self._dispatcher is no_network_dispatcher
-        if (orders is None and default) or (orders is not None and message.dry_run):
-            decision = self._decider.decide(message)
-            if isinstance(decision, Refusal):
-                assert decision.request is None  # a rejected row needs a task; none arises here
-                return self._refused(message, decision)
-            self._counts["fired"] += 1
-            if orders is None:
-                return FireOutcome.FIRED  # the no-network dispatcher would return at once
-            return self._fire_shadow(message, decision, orders)
-        price_refusal = self._decider.price_refusal(message)
-        return None if price_refusal is None else self._refused(message, price_refusal)
+        if self._needs_task(message):
+            price_refusal = self._decider.price_refusal(message)
+            return None if price_refusal is None else self._refused(message, price_refusal)
+        decision = self._decider.decide(message)
+        if isinstance(decision, Refusal):
+            assert decision.request is None  # a rejected row needs a task; none arises here
+            return self._refused(message, decision)
+        self._counts["fired"] += 1
+        if orders is None:
+            return FireOutcome.FIRED  # the no-network dispatcher would return at once
+        return self._fire_shadow(message, decision, orders)
 
     async def fire(self, message: WakeMessage) -> FireOutcome:
         """Run one accepted wake through the fire path (DISPATCH.md §1).
@@ -217,8 +216,9 @@ class FirePath:
         row, which is shielded and bounded; a cancelled real dispatch still writes its
         resolution and stage rows, then ``Cancelled`` propagates.
         """
-        outcome = self.fire_now(message)
-        if outcome is not None:
+        if not self._needs_task(message):
+            outcome = self.fire_now(message)
+            assert outcome is not None  # fire_now finishes every fire that needs no task
             return outcome
         decision = self._decider.decide(message)
         orders = self.orders
@@ -233,6 +233,12 @@ class FirePath:
             await self._dispatcher(decision.request)
             return FireOutcome.FIRED
         return await self._fire_real(message, decision, orders)
+
+    def _needs_task(self, message: WakeMessage) -> bool:
+        """Whether the fire may await: a real order with an exchange, or a custom dispatcher."""
+        if self.orders is None:
+            return self._dispatcher is not no_network_dispatcher
+        return not message.dry_run
 
     def _fire_shadow(self, message: WakeMessage, order: Order, orders: OrderPath) -> FireOutcome:
         stamps = FireStamps()
