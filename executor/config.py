@@ -27,7 +27,7 @@ from typing import Final, Literal, TypeVar, cast
 
 import dotenv
 
-from executor.decide.risk import RISK_ENV_VARS, RiskLimits
+from executor.decide.risk_limits import RISK_ENV_VARS, RiskLimits
 from executor.decide.sizing import SizingConfig
 
 ExchangeMode = Literal["none", "fake", "real"]

@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from bench.stats import percentile
-from executor.fire.path import snap_to_grid
+from executor.decide.prices import snap_to_grid
 from executor.signer import KalshiSigner
 from executor.wire.protocol import WakeAck, WakeMessage, encode_frame
 

@@ -3,9 +3,10 @@
 All state is in memory and kept current as attempts, fills and reconciliations are recorded, so
 :meth:`RiskGate.check` is arithmetic on a few counters: time-ordered deques hold the 24-hour (and
 one-hour) windows, and running tallies per ticker, event and correlation group move as entries
-enter and leave them. Nothing at fire time reads the database; :func:`load_recent_orders` reads the
-audit table once at start-up (blocking: the caller runs it in a worker thread) and
-:meth:`RiskGate.warm_start` replays it.
+enter and leave them. Nothing at fire time reads the database: the warm start's read
+(``executor.decide.recent_orders``) runs once at start-up and :meth:`RiskGate.warm_start` replays
+it. The limits and their environment variables are ``executor.decide.risk_limits`` (re-exported
+here, with the warm start's names, for the gate's callers).
 
 Times are wall-clock milliseconds supplied by the caller. Entries are expected in time order; one
 recorded out of order (the wall clock stepped back) stays in its window a little longer or shorter
@@ -14,135 +15,25 @@ than it should, never forever.
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from types import MappingProxyType
-from typing import Final, NamedTuple
+from typing import NamedTuple
 
-DAY_MS: Final = 24 * 60 * 60 * 1000
-"""The long window (ms): attempts, notional and fills older than this no longer count."""
-
-HOUR_MS: Final = 60 * 60 * 1000
-"""The short window (ms) of the attempts-per-hour limit."""
-
-ALLOWED_EXCHANGE_INDEXES_ENV: Final = "KALSHI_ALLOWED_EXCHANGE_INDEXES"
-RISK_GATE_ENABLED_ENV: Final = "KALSHI_RISK_GATE_ENABLED"
-
-
-@dataclass(frozen=True, slots=True)
-class RiskLimits:
-    """Every §3 limit with the reference's default; ``RISK_ENV_VARS`` names each one's variable.
-
-    Attributes:
-        max_attempts_per_hour: attempts in the last hour (rule 5).
-        max_attempts_per_day: attempts in the last 24 h (rule 6).
-        max_attempts_per_ticker_per_day: attempts on one ticker in 24 h (rule 7).
-        max_attempts_per_event_per_day: attempts across one event in 24 h (rule 8).
-        max_attempts_per_correlation_group_per_day: attempts across one group in 24 h (rule 9).
-        max_notional_per_day_dollars: sum of count x price over 24 h, this order included (rule 10).
-        max_concurrent_dispatches: dispatches in flight at once (rule 2).
-        max_position_contracts_per_ticker: open contracts on one ticker after this order (rule 11).
-        max_position_contracts_per_event: open contracts across one event (rule 12).
-        max_position_contracts_per_correlation_group: open contracts across one group (rule 13).
-        refire_cooldown_s: least time between attempts on one (ticker, direction) (rule 3).
-    """
-
-    max_attempts_per_hour: int = 10
-    max_attempts_per_day: int = 50
-    max_attempts_per_ticker_per_day: int = 5
-    max_attempts_per_event_per_day: int = 6
-    max_attempts_per_correlation_group_per_day: int = 10
-    max_notional_per_day_dollars: float = 50.0
-    max_concurrent_dispatches: int = 2
-    max_position_contracts_per_ticker: float = 5.0
-    max_position_contracts_per_event: float = 6.0
-    max_position_contracts_per_correlation_group: float = 10.0
-    refire_cooldown_s: float = 60.0
-
-
-RISK_ENV_VARS: Final[Mapping[str, str]] = MappingProxyType(
-    {
-        "max_attempts_per_hour": "KALSHI_RISK_MAX_ATTEMPTS_PER_HOUR",
-        "max_attempts_per_day": "KALSHI_RISK_MAX_ATTEMPTS_PER_DAY",
-        "max_attempts_per_ticker_per_day": "KALSHI_RISK_MAX_ATTEMPTS_PER_TICKER_PER_DAY",
-        "max_attempts_per_event_per_day": "KALSHI_RISK_MAX_ATTEMPTS_PER_EVENT_PER_DAY",
-        "max_attempts_per_correlation_group_per_day": (
-            "KALSHI_RISK_MAX_ATTEMPTS_PER_CORRELATION_GROUP_PER_DAY"
-        ),
-        "max_notional_per_day_dollars": "KALSHI_RISK_MAX_NOTIONAL_PER_DAY_DOLLARS",
-        "max_concurrent_dispatches": "KALSHI_RISK_MAX_CONCURRENT_DISPATCHES",
-        "max_position_contracts_per_ticker": "KALSHI_RISK_MAX_POSITION_CONTRACTS_PER_TICKER",
-        "max_position_contracts_per_event": "KALSHI_RISK_MAX_POSITION_CONTRACTS_PER_EVENT",
-        "max_position_contracts_per_correlation_group": (
-            "KALSHI_RISK_MAX_POSITION_CONTRACTS_PER_CORRELATION_GROUP"
-        ),
-        "refire_cooldown_s": "KALSHI_RISK_REFIRE_COOLDOWN_SECONDS",
-    }
+from executor.decide.recent_orders import PastOrder, load_recent_orders
+from executor.decide.risk_limits import (
+    ALLOWED_EXCHANGE_INDEXES_ENV,
+    DAY_MS,
+    HOUR_MS,
+    RISK_ENV_VARS,
+    RISK_GATE_ENABLED_ENV,
+    RiskLimits,
 )
-""":class:`RiskLimits` field -> the environment variable that sets it (DISPATCH.md §3)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PastOrder:
-    """One ``orders_fired`` row as the warm start needs it (``correlation_group`` "" for NULL)."""
-
-    ticker: str
-    correlation_group: str
-    outcome_side: str
-    count: float
-    price: float
-    fill_count: float
-    requested_at_ms: int
 
 
 def event_of(ticker: str) -> str:
     """A ticker's event: the ticker without its last ``-suffix`` (no hyphen: itself)."""
     head, hyphen, _ = ticker.rpartition("-")
     return head if hyphen else ticker
-
-
-_RECENT_ORDERS_SQL: Final = (
-    "SELECT ticker, COALESCE(correlation_group, ''), outcome_side, CAST(count AS REAL),"
-    " CAST(price_dollars AS REAL), COALESCE(CAST(fill_count AS REAL), 0.0), requested_at_ms"
-    " FROM orders_fired WHERE status != 'rejected' AND requested_at_ms > ?"
-    " ORDER BY requested_at_ms, id"
-)
-
-
-def load_recent_orders(db_path: Path, now_ms: int) -> list[PastOrder]:
-    """Read the last 24 h of non-rejected ``orders_fired`` rows, oldest first (blocking).
-
-    The file is opened read-only; a missing file or a file without the table gives ``[]``.
-
-    Raises:
-        sqlite3.Error: the file exists but cannot be read (corrupt, locked past the timeout).
-    """
-    if not db_path.exists():
-        return []
-    uri = f"{db_path.resolve().as_uri()}?mode=ro"
-    with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
-        (has_table,) = connection.execute(
-            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'orders_fired'"
-        ).fetchone()
-        if not has_table:
-            return []
-        rows = connection.execute(_RECENT_ORDERS_SQL, (now_ms - DAY_MS,)).fetchall()
-    return [
-        PastOrder(
-            ticker=str(ticker),
-            correlation_group=str(group),
-            outcome_side=str(side),
-            count=float(count),
-            price=float(price),
-            fill_count=float(fill_count),
-            requested_at_ms=int(requested_at_ms),
-        )
-        for ticker, group, side, count, price, fill_count, requested_at_ms in rows
-    ]
 
 
 class _Attempt(NamedTuple):

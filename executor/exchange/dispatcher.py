@@ -1,9 +1,16 @@
-"""The dispatcher: one fire's order, from the permission guard to its audit row (DISPATCH.md §4).
+"""The dispatcher: executes a decided order, from its ``client_order_id`` to its audit row (§4).
+
+The decision (``executor.decide.decision``) has already passed the production guard, the kill
+switch and the risk gate. :meth:`OrderDispatcher.execute` places a real order and keeps the risk
+gate's books through the order's :class:`~executor.decide.decision.RiskTicket` (attempt and
+in-flight count before the send, the fill after it, the in-flight count back down whatever
+happened); :meth:`OrderDispatcher.record_rejected` writes a refusal's ``rejected`` row.
 
 A real fire: mint a ``client_order_id``, queue the ``pending`` row without waiting, build the body
 from the template, hand it to the transport, read the status from the response, and queue the
 ``resolution`` row whatever happened (success, error, cancellation). A shadow fire is built here
-the same way and then signed by the shadow lane (``executor.fire.path``); it writes no order row.
+the same way and then signed by the shadow lane (``executor.exchange.shadow_lane``); it writes no
+order row.
 
 The pending row is queued *before* the body is built (the reference queues it after): DISPATCH.md
 §1 step 6 allows nothing that touches telemetry between building the order and handing the
@@ -25,6 +32,7 @@ import structlog
 import trio
 
 from executor.clock import stamp_ns, wall_ms
+from executor.decide.decision import Order, Permission
 from executor.decide.order_request import FireRequest
 from executor.exchange.messages import OrderSpec, OrderStamps, order_body
 from executor.exchange.stages import FireStamps
@@ -83,6 +91,11 @@ class OrderPolicy:
     environment: str = "demo"
     allow_production: bool = False
 
+    @property
+    def permission(self) -> Permission:
+        """The production guard these flags make (the decision layer applies it)."""
+        return Permission(self.environment, self.allow_production)
+
 
 @dataclass(frozen=True, slots=True)
 class DispatchResult:
@@ -112,19 +125,13 @@ class OrderDispatcher:
     Args:
         client: the transport.
         sink: where order rows go.
-        policy: order flags and the production guard.
+        policy: order flags (its production guard is applied by the decision, not here).
     """
 
     def __init__(self, client: OrderPlacer, sink: OrderSink, policy: OrderPolicy) -> None:
         self.client = client
         self.sink = sink
         self.policy = policy
-
-    def permission_refusal(self) -> str | None:
-        """Why no order may be minted at all, or None (DISPATCH.md §4 step 1)."""
-        if self.policy.environment == "prod" and not self.policy.allow_production:
-            return "environment prod without KALSHI_ALLOW_PRODUCTION_ORDERS"
-        return None
 
     def prepare(self, request: FireRequest) -> PreparedOrder:
         """Mint the order's ``client_order_id`` and its row's correlation id."""
@@ -139,6 +146,28 @@ class OrderDispatcher:
         body = order_body(self._spec(prepared))
         stamps.build_end_ns = stamp_ns()
         return body
+
+    async def execute(self, order: Order, stamps: FireStamps) -> DispatchResult:
+        """Place a decided real order, keeping the risk gate's books (DISPATCH.md §1 steps 5-7).
+
+        The attempt and one dispatch in flight are recorded before the send; the response's fill
+        is fed to the gate; the in-flight count comes back down whatever happened.
+
+        Raises:
+            Exception: whatever :meth:`dispatch` raised.
+
+        Cancellation: as :meth:`dispatch`; the in-flight count still comes back down.
+        """
+        ticket = order.ticket
+        if ticket is None:
+            return await self.dispatch(order.request, stamps)
+        ticket.sending()
+        try:
+            result = await self.dispatch(order.request, stamps)
+            ticket.filled(result.fill_count)
+        finally:
+            ticket.finished()
+        return result
 
     async def dispatch(self, request: FireRequest, stamps: FireStamps) -> DispatchResult:
         """Send one real order and queue its pending and resolution rows.
@@ -182,7 +211,7 @@ class OrderDispatcher:
 
     async def _build_and_send(self, prepared: PreparedOrder, stamps: FireStamps) -> dict[str, Any]:
         # Build to send: stamps and clocks only, no telemetry, no logging, no file system
-        # (tests/test_dispatch.py reads this function's syntax tree).
+        # (tests/exchange/test_order_path.py reads this function's syntax tree).
         stamps.build_start_ns = stamp_ns()
         body = order_body(self._spec(prepared))
         stamps.build_end_ns = stamp_ns()

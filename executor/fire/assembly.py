@@ -31,7 +31,8 @@ import trio
 from executor.clock import clock_domain, wall_ms
 from executor.config import ExchangeSettings, Settings, StartupError
 from executor.decide.killswitch import KillSwitch
-from executor.decide.risk import RiskGate, load_recent_orders
+from executor.decide.recent_orders import load_recent_orders
+from executor.decide.risk import RiskGate
 from executor.exchange.account import AccountState, serve_account, serve_heartbeats
 from executor.exchange.dispatcher import OrderDispatcher, OrderPolicy
 from executor.exchange.shadow_lane import ShadowLane

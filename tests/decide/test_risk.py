@@ -11,18 +11,11 @@ from typing import Any
 import pytest
 import trio
 
-from executor.decide.risk import (
-    DAY_MS,
-    HOUR_MS,
-    RISK_ENV_VARS,
-    PastOrder,
-    RiskGate,
-    RiskLimits,
-    event_of,
-    load_recent_orders,
-)
+from executor.decide.recent_orders import PastOrder, load_recent_orders
+from executor.decide.risk import RiskGate, event_of
+from executor.decide.risk_limits import DAY_MS, HOUR_MS, RISK_ENV_VARS, RiskLimits
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
-from executor.telemetry import Telemetry, serve_telemetry
+from tests.support.rows import order_row, running_telemetry
 
 T0 = 1_700_000_000_000
 """A wall-clock start (ms) for every scenario."""
@@ -417,38 +410,21 @@ def test_warm_start_replays_attempts_cooldowns_and_fills() -> None:
 
 def order(client_order_id: str, requested_at_ms: int, **changes: Any) -> OrderRow:
     """A pending order row for the warm-start file."""
-    row = OrderRow(
-        kind=OrderRowKind.PENDING,
-        correlation_id=f"corr-{client_order_id}",
-        client_order_id=client_order_id,
-        kalshi_order_id=None,
-        ticker="KXA-25NOV30-B40",
-        correlation_group=None,
-        outcome_side="yes",
-        count="3.00",
-        price_dollars="0.4200",
-        time_in_force="fill_or_kill",
-        self_trade_prevention_type="taker_at_cross",
-        post_only=0,
-        status=OrderStatus.PENDING,
-        error_message=None,
-        fill_count=None,
-        remaining_count=None,
-        average_fill_price=None,
-        average_fee_paid=None,
-        requested_at_ms=requested_at_ms,
-        submitted_at_ms=None,
-        acknowledged_at_ms=None,
-    )
-    return dataclasses.replace(row, **changes)
+    fields: dict[str, Any] = {
+        "correlation_id": f"corr-{client_order_id}",
+        "client_order_id": client_order_id,
+        "ticker": "KXA-25NOV30-B40",
+        "correlation_group": None,
+        "requested_at_ms": requested_at_ms,
+    }
+    return order_row(**{**fields, **changes})
 
 
 async def test_load_recent_orders_reads_what_the_writer_wrote(tmp_path: Path) -> None:
     """The warm start reads the writer's non-rejected rows of the last 24 h, oldest first."""
     path = tmp_path / "telemetry.db"
     now = T0
-    async with trio.open_nursery() as nursery:
-        telemetry: Telemetry = await nursery.start(serve_telemetry, path)
+    async with running_telemetry(path) as telemetry:
         telemetry.record_pending(order("old", now - DAY_MS))  # exactly 24 h old: out
         telemetry.record_pending(order("filled", now - HOUR_MS))
         await telemetry.record_order(
@@ -496,8 +472,7 @@ async def test_load_recent_orders_reads_what_the_writer_wrote(tmp_path: Path) ->
 async def test_load_recent_orders_reads_a_file_the_writer_holds_open(tmp_path: Path) -> None:
     """The read-only warm start reads committed rows while telemetry has the WAL file open."""
     path = tmp_path / "telemetry.db"
-    async with trio.open_nursery() as nursery:
-        telemetry: Telemetry = await nursery.start(serve_telemetry, path)
+    async with running_telemetry(path) as telemetry:
         await telemetry.record_order(order("live", T0 - MINUTE_MS))
         with trio.fail_after(30):
             while telemetry.statistics().order_rows_written < 1:  # noqa: ASYNC110 (worker thread)

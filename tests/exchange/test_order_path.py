@@ -231,6 +231,41 @@ async def test_risk_gate_sees_the_attempt_and_in_flight_count() -> None:
     assert row.error_message is not None and "cooldown" in row.error_message
 
 
+async def test_failed_or_cancelled_dispatch_still_counts_the_attempt_and_ends_in_flight() -> None:
+    """A dispatch that raises or is cancelled leaves its attempt counted and nothing in flight."""
+    risk = RiskGate(RiskLimits(), frozenset({0}))
+    placer = FakePlacer([], error=ExchangeError("503 unavailable"))
+    async with order_harness(placer=placer, risk=risk) as harness:
+        assert await harness.fire_path.fire(wake("fails")) is FireOutcome.DISPATCH_ERROR
+        assert risk.in_flight == 0
+        refire = await harness.fire_path.fire(wake("refire"))
+    assert refire is FireOutcome.REFUSED_RISK
+    *_, row = order_rows(harness.sink.orders)
+    assert row.error_message is not None and "cooldown" in row.error_message
+    hung = FakePlacer([], release=trio.Event())  # never set: the order hangs
+    async with order_harness(placer=hung, risk=risk) as harness, trio.open_nursery() as nursery:
+        nursery.start_soon(harness.fire_path.fire, wake("hangs", direction="no"))
+        await trio.testing.wait_all_tasks_blocked()
+        assert risk.in_flight == 1
+        nursery.cancel_scope.cancel()
+    assert risk.in_flight == 0
+
+
+async def test_a_fill_reaches_the_risk_gate() -> None:
+    """The response's fill_count is fed to the gate: the next order would pass the position cap."""
+    risk = RiskGate(RiskLimits(), frozenset({0}))  # at most 5 contracts on a ticker
+    placer = FakePlacer([], response={"order_id": "k", "fill_count": "5.00"})
+    async with order_harness(placer=placer, risk=risk) as harness:
+        assert await harness.fire_path.fire(wake("fills")) is FireOutcome.FIRED
+        # The other side of the same ticker is in no cooldown; only the position refuses it.
+        other_side = await harness.fire_path.fire(wake("next", direction="no"))
+    assert other_side is FireOutcome.REFUSED_RISK
+    *_, row = order_rows(harness.sink.orders)
+    assert row.error_message == (
+        "risk gate: position on KXBTCD-26AUG2917-T112750 would reach 6 contracts (max 5)"
+    )
+
+
 @pytest.mark.parametrize("dry_run", [False, True])
 async def test_prod_without_allow_refuses_before_minting(dry_run: bool) -> None:
     """Prod without KALSHI_ALLOW_PRODUCTION_ORDERS: nothing built, signed, sent or written."""
@@ -424,6 +459,16 @@ LOWER_LAYERS_MUST_NOT_IMPORT = {
         "executor.fire.path",
         "executor.fire.assembly",
         "executor.server",
+    },
+    "executor.decide.decision": {
+        "executor.telemetry",
+        "executor.exchange.dispatcher",
+        "executor.fire.path",
+    },
+    "executor.decide.prices": {
+        "executor.telemetry",
+        "executor.exchange.dispatcher",
+        "executor.fire.path",
     },
     "executor.decide.order_request": {
         "executor.fire.path",

@@ -18,7 +18,7 @@ import trio.testing
 from executor.recording.rows import HeartbeatRow, OrderRow, OrderRowKind, OrderStatus, wake_recv_row
 from executor.recording.sqlite_writer import open_database
 from executor.telemetry import Telemetry, TelemetryStatistics, serve_telemetry
-from tests.support.rows import order_row
+from tests.support.rows import order_row, running_telemetry
 
 # (name, type, notnull, default, pk), written from DISPATCH.md §8.
 ORDERS_FIRED_COLUMNS = [
@@ -130,10 +130,7 @@ def schema_db(tmp_path: Path) -> Path:
 
 async def write_rows(path: Path, *rows: Any, **options: Any) -> TelemetryStatistics:
     """Queue ``rows`` before the consumer runs (one batch), close, return the counters."""
-    async with trio.open_nursery() as nursery:
-        telemetry: Telemetry = await nursery.start(
-            functools.partial(serve_telemetry, path, **options)
-        )
+    async with running_telemetry(path, **options) as telemetry:
         for row in rows:
             if isinstance(row, OrderRow):
                 telemetry.record_pending(row)
@@ -359,10 +356,7 @@ async def test_record_pending_drops_and_counts_when_the_channel_is_full(tmp_path
     """With no room, a pending row is dropped, counted and logged at ERROR; it never waits."""
     path = tmp_path / "telemetry.db"
     with structlog.testing.capture_logs() as logs:
-        async with trio.open_nursery() as nursery:
-            telemetry: Telemetry = await nursery.start(
-                functools.partial(serve_telemetry, path, capacity=1)
-            )
+        async with running_telemetry(path, capacity=1) as telemetry:
             # The parked consumer takes the first row; the second fills the buffer.
             telemetry.record(wake_recv_row("wake-1", 1, 2, 1000, False))
             telemetry.record_pending(order_row(client_order_id="1" * 32))
@@ -395,10 +389,10 @@ async def test_record_order_waits_for_room_and_lands(tmp_path: Path) -> None:
     path = tmp_path / "telemetry.db"
     done = trio.Event()
     resolution = resolution_row()
-    async with trio.open_nursery() as nursery:
-        telemetry: Telemetry = await nursery.start(
-            functools.partial(serve_telemetry, path, capacity=1, batch_max_rows=1, linger_s=0)
-        )
+    async with (
+        running_telemetry(path, capacity=1, batch_max_rows=1, linger_s=0) as telemetry,
+        trio.open_nursery() as nursery,
+    ):
 
         async def resolve() -> None:
             await telemetry.record_order(resolution, timeout_s=60)
@@ -428,10 +422,7 @@ async def test_record_order_gives_up_after_its_timeout_and_counts(tmp_path: Path
     path = tmp_path / "telemetry.db"
     resolution = resolution_row()
     with structlog.testing.capture_logs() as logs:
-        async with trio.open_nursery() as nursery:
-            telemetry: Telemetry = await nursery.start(
-                functools.partial(serve_telemetry, path, capacity=1, batch_max_rows=1, linger_s=0)
-            )
+        async with running_telemetry(path, capacity=1, batch_max_rows=1, linger_s=0) as telemetry:
             with write_lock(path):
                 telemetry.record(wake_recv_row("wake-1", 1, 2, 1000, False))
                 telemetry.record(wake_recv_row("wake-2", 1, 2, 1000, False))
@@ -457,8 +448,7 @@ async def test_record_order_gives_up_after_its_timeout_and_counts(tmp_path: Path
 async def test_record_order_after_close_counts_and_does_not_raise(tmp_path: Path) -> None:
     """A closed channel cannot take an undroppable row: it is counted, and nothing raises."""
     path = tmp_path / "telemetry.db"
-    async with trio.open_nursery() as nursery:
-        telemetry: Telemetry = await nursery.start(serve_telemetry, path)
+    async with running_telemetry(path) as telemetry:
         telemetry.close()
         await telemetry.record_order(resolution_row())
         await telemetry.record_order(HeartbeatRow("executor", 1, 2, 3, 0, 0))
@@ -471,8 +461,7 @@ async def test_a_cancelled_caller_still_queues_its_resolution(tmp_path: Path) ->
     """record_order is shielded: a fire cancelled at shutdown still gets its row queued."""
     path = tmp_path / "telemetry.db"
     resolution = resolution_row(status=OrderStatus.ERROR, error_message="cancelled at shutdown")
-    async with trio.open_nursery() as nursery:
-        telemetry: Telemetry = await nursery.start(serve_telemetry, path)
+    async with running_telemetry(path) as telemetry:
         with trio.CancelScope() as scope:
             scope.cancel()
             await telemetry.record_order(resolution)

@@ -1,11 +1,40 @@
-"""Sample order rows for the tests of the orders table and the writer."""
+"""Sample order rows, and a telemetry consumer for one block, for the tests that write them.
+
+Shared by the tests of the orders table and the writer (tests/exchange/test_orders_table.py) and of
+the risk gate's warm start (tests/decide/test_risk.py), which each started a consumer in a nursery
+and built pending rows the same way.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+import trio
+
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
+from executor.telemetry import Telemetry, serve_telemetry
+
+
+@asynccontextmanager
+async def running_telemetry(path: Path, **options: Any) -> AsyncIterator[Telemetry]:
+    """A telemetry consumer writing to ``path`` (``options`` go to ``serve_telemetry``).
+
+    The block may close it itself to assert on the drained file inside; otherwise it is closed as
+    the block ends, and the exit waits for the consumer to drain and commit.
+    """
+    async with trio.open_nursery() as nursery:
+        telemetry: Telemetry = await nursery.start(
+            functools.partial(serve_telemetry, path, **options)
+        )
+        try:
+            yield telemetry
+        finally:
+            telemetry.close()
 
 
 def order_row(**changes: Any) -> OrderRow:

@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from bench.stats import percentile
-from executor.fire.path import snap_to_grid
+from executor.decide.prices import snap_to_grid
 from executor.signer import signing_message
 from executor.wire.protocol import (
     PREFIX_BYTES,
