@@ -1,0 +1,129 @@
+"""Readiness notification (``NOTIFY_SOCKET``): datagrams a test-bound socket receives, in order."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from executor.notify import MAX_STATUS_CHARS, NOTIFY_SOCKET_ENV, ServiceNotifier
+
+
+@pytest.fixture
+def receiver(short_dir: Path) -> Iterator[tuple[socket.socket, str]]:
+    """A datagram socket bound at a path, standing in for systemd's notification socket."""
+    path = short_dir / "notify.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(os.fspath(path))
+    sock.settimeout(5)
+    try:
+        yield sock, os.fspath(path)
+    finally:
+        sock.close()
+
+
+def _pending(sock: socket.socket) -> list[str]:
+    """Every datagram waiting on ``sock``, decoded, in arrival order."""
+    messages = []
+    sock.setblocking(False)
+    try:
+        while True:
+            messages.append(sock.recv(4096).decode())
+    except BlockingIOError:
+        return messages
+    finally:
+        sock.settimeout(5)
+
+
+def test_status_ready_stopping_arrive_in_order(receiver: tuple[socket.socket, str]) -> None:
+    """STATUS lines, READY=1 and STOPPING=1 arrive as separate datagrams in the order sent."""
+    sock, address = receiver
+    notifier = ServiceNotifier(address)
+    notifier.status("opening the telemetry database")
+    notifier.status("starting the order path")
+    notifier.ready("serving on /run/x.sock")
+    notifier.stopping()
+    notifier.close()
+    assert _pending(sock) == [
+        "STATUS=opening the telemetry database",
+        "STATUS=starting the order path",
+        "READY=1\nSTATUS=serving on /run/x.sock",
+        "STOPPING=1",
+    ]
+    assert (notifier.sent, notifier.failed) == (4, 0)
+
+
+def test_abstract_namespace_address() -> None:
+    """An ``@name`` address reaches a socket bound in the abstract namespace (a leading NUL)."""
+    name = f"trio-executor-test-{uuid.uuid4().hex}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(b"\0" + name.encode())
+        sock.settimeout(5)
+        notifier = ServiceNotifier(f"@{name}")
+        assert notifier.enabled
+        notifier.ready()
+        notifier.close()
+        assert sock.recv(4096) == b"READY=1"
+
+
+def test_status_is_one_bounded_line(receiver: tuple[socket.socket, str]) -> None:
+    """A status text with newlines is sent as one line, cut to MAX_STATUS_CHARS."""
+    sock, address = receiver
+    notifier = ServiceNotifier(address)
+    notifier.status("two\nlines " + "x" * 1000)
+    notifier.close()
+    (message,) = _pending(sock)
+    assert "\n" not in message
+    assert message.startswith("STATUS=two lines x")
+    assert len(message) == len("STATUS=") + MAX_STATUS_CHARS
+
+
+def test_without_notify_socket_nothing_is_sent() -> None:
+    """No NOTIFY_SOCKET: a disabled notifier whose calls send nothing."""
+    environ = {"HOME": "/"}
+    notifier = ServiceNotifier.from_environment(environ)
+    assert not notifier.enabled
+    notifier.ready()
+    assert (notifier.sent, notifier.failed) == (0, 0)
+
+
+def test_from_environment_removes_the_variable(receiver: tuple[socket.socket, str]) -> None:
+    """The variable is taken out of the environment so child processes never inherit it."""
+    _, address = receiver
+    environ = {NOTIFY_SOCKET_ENV: address}
+    notifier = ServiceNotifier.from_environment(environ)
+    assert notifier.enabled and notifier.address == address
+    assert NOTIFY_SOCKET_ENV not in environ
+
+
+def test_unsupported_address_disables_the_notifier() -> None:
+    """A relative path or vsock address is not guessed at: the notifier sends nothing."""
+    for address in ("relative/notify.sock", "vsock:2:1234", "@"):
+        notifier = ServiceNotifier(address)
+        assert not notifier.enabled
+        assert notifier.send("READY=1") is False
+
+
+def test_a_missing_socket_is_counted_not_raised(short_dir: Path) -> None:
+    """A send to a path where nothing listens fails quietly and is counted."""
+    notifier = ServiceNotifier(os.fspath(short_dir / "gone.sock"))
+    assert notifier.send("READY=1") is False
+    notifier.ready()
+    notifier.close()
+    assert (notifier.sent, notifier.failed) == (0, 2)
+
+
+def test_a_full_receiver_never_blocks(receiver: tuple[socket.socket, str]) -> None:
+    """A receiver that never reads fills up; further sends fail at once instead of blocking."""
+    _, address = receiver
+    notifier = ServiceNotifier(address)
+    attempts = 5000  # far beyond net.unix.max_dgram_qlen (512 by default)
+    for _ in range(attempts):
+        notifier.status("filling the queue")
+    notifier.close()
+    assert notifier.failed > 0
+    assert notifier.sent + notifier.failed == attempts
