@@ -1,4 +1,4 @@
-"""The ``executor`` command line: ``serve``, ``killswitch``, ``stats`` and ``--version``."""
+"""The ``executor`` command line: serve, killswitch, stats, orders and ``--version``."""
 
 from __future__ import annotations
 
@@ -169,6 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="summarise a telemetry database, read-only (see: executor stats --help)",
         add_help=False,
     )
+    commands.add_parser(
+        "orders",
+        help="list the recent orders, newest first, read-only (see: executor orders --help)",
+        add_help=False,
+    )
     return parser
 
 
@@ -241,5 +246,9 @@ def main(argv: list[str] | None = None) -> int:
         from executor.stats.command import stats_main  # only the stats command pays for its imports
 
         return stats_main(argv[1:])
+    if argv[:1] == ["orders"]:
+        from executor.stats.orders import orders_main
+
+        return orders_main(argv[1:])
     args = build_parser().parse_args(argv)
     return _serve(args)

@@ -1,8 +1,8 @@
 """The ``executor`` entry point: a quick dispatch before the service's imports.
 
-``executor stats`` is a short-lived reporting command; importing the service (Trio, structlog,
-the fire path) first cost it ~0.6 s of CPU on every run. Every other command goes to
-``executor.cli``.
+``executor stats`` and ``executor orders`` are short-lived reporting commands; importing the
+service (Trio, structlog, the fire path) first cost them ~0.6 s of CPU on every run. Every other
+command goes to ``executor.cli``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,10 @@ def main(argv: list[str] | None = None) -> int:
         from executor.stats.command import stats_main
 
         return stats_main(argv[1:])
+    if argv[:1] == ["orders"]:
+        from executor.stats.orders import orders_main
+
+        return orders_main(argv[1:])
     from executor.cli import main as cli_main
 
     return cli_main(argv)

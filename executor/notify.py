@@ -106,7 +106,9 @@ class ServiceNotifier:
         payload = "\n".join(assignments).encode("utf-8", errors="replace")
         try:
             if self._socket is None:
-                self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+                self._socket = socket.socket(
+                    socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC
+                )
                 self._socket.setblocking(False)
             self._socket.sendto(payload, self._target)
         except OSError as error:
