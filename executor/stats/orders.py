@@ -101,8 +101,8 @@ def read_orders(connection: sqlite3.Connection, query: OrderQuery) -> list[dict[
 
 def render_table(orders: Sequence[dict[str, Any]]) -> str:
     """The orders as aligned columns, one line each (times in UTC)."""
-    headers = ("requested (UTC)", "ticker", "side", "count", "price", "status", "filled")
-    headers += ("exchange order id", "error")
+    headers: tuple[str, ...] = ("requested (UTC)", "ticker", "side", "count", "price", "status")
+    headers += ("filled", "exchange order id", "error")
     lines = [
         (
             _time(order["requested_at_ms"]),
