@@ -8,12 +8,19 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Final, NoReturn
 
+import structlog
 import trio
 
 from executor import __version__, logs
-from executor.config import ConfigError, StartupError, add_exchange_arguments, load_settings
+from executor.config import (
+    ConfigError,
+    Settings,
+    StartupError,
+    add_exchange_arguments,
+    load_settings,
+)
 from executor.decide.killswitch import DEFAULT_TTL_S, KillSwitch, killswitch_main
 from executor.fire.path import DEFAULT_CONTRACT_COUNT, FirePath
 from executor.recording.metrics import DEFAULT_HOST as METRICS_DEFAULT_HOST
@@ -21,15 +28,29 @@ from executor.recording.metrics import MetricsSetupError, parse_metrics_address
 from executor.recording.schema import default_telemetry_db
 from executor.server import DEFAULT_GRACE_S, ExecutorServer, ServerConfig, SocketSetupError
 from executor.telemetry import BATCH_LINGER_S, CHANNEL_CAPACITY, TelemetryOpenError
+from executor.wire.unixsocket import SocketPathError
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+
+EXIT_FAILURE: Final = 1
+"""A runtime failure: something the executor met could not be used (another executor holds the
+socket, the file system, the database, a port, the exchange), or it failed while running."""
+
+EXIT_USAGE: Final = 2
+"""A usage or configuration error: a flag, a ``KALSHI_*`` variable or a file one of them names is
+wrong; running the same command again fails the same way (docs/OPERATIONS.md, "Exit status")."""
+
+
+def exit_status(error: Exception) -> int:
+    """The exit status a start-up error ends the process with (the one rule, in one place)."""
+    return EXIT_USAGE if isinstance(error, (ConfigError, SocketPathError)) else EXIT_FAILURE
 
 
 class _OneLineParser(argparse.ArgumentParser):
     """Bad usage is one line on stderr and exit status 2, never a usage dump or a traceback."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
 
 
 # argparse names a type function in its own "invalid <name> value" message when the function
@@ -189,8 +210,9 @@ def _serve(args: argparse.Namespace) -> int:
                 signer = load_signer(settings.exchange)
     except (ConfigError, StartupError) as error:
         print(f"executor: error: {error}", file=sys.stderr)
-        return 2 if isinstance(error, ConfigError) else 1
+        return exit_status(error)
     logs.start_logging(args.log_format, args.log_level, queue_records=args.log_queue_records)
+    _warn_unknown_variables(settings)
     kill_switch = (
         KillSwitch(args.kill_switch, ttl_s=args.kill_switch_ttl) if args.kill_switch else None
     )
@@ -228,13 +250,25 @@ def _serve(args: argparse.Namespace) -> int:
         logs.stop_logging()
     if startup_error is not None:
         print(f"executor: error: {startup_error}", file=sys.stderr)
-        return 1
+        return exit_status(startup_error)
     print(
         f"{server.statistics().counters_line()} log_dropped={logs.dropped_count()}",
         file=sys.stderr,
     )
     print(server.telemetry.statistics().exit_line(), file=sys.stderr)
     return 0
+
+
+def _warn_unknown_variables(settings: Settings) -> None:
+    """One warning per ``KALSHI_*`` name nothing reads: a typo must not pass silently."""
+    log = structlog.get_logger()
+    for unknown in settings.unknown_variables:
+        log.warning(
+            "unknown KALSHI_ variable, ignored",
+            variable=unknown.name,
+            source=unknown.source,
+            did_you_mean=unknown.closest,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

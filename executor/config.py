@@ -4,7 +4,10 @@ Sources, strongest first: the command line (the few values an operator sets per 
 environment, then the ``--env-file`` (a ``.env`` file read with python-dotenv; the environment wins,
 as dotenv's own loader does). Every value is checked here, once, at start-up: a bad one is a
 :class:`ConfigError` whose text is one line naming the variable, never a traceback and never a
-silent fall back to a default.
+silent fall back to a default. A ``KALSHI_*`` name the executor does not read (a typo, a letter
+missing) is reported in ``Settings.unknown_variables`` with the closest known name, for the caller
+to warn about once logging is up. Path values (the key files, the CA file)
+may start with ``~``: it is the user's home, as in a shell.
 
 Which exchange the executor talks to (DISPATCH.md, "three exchange modes"):
 
@@ -18,7 +21,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
+import io
 import math
+import ssl
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,6 +32,7 @@ from pathlib import Path
 from typing import Final, Literal, TypeVar, cast
 
 import dotenv
+import dotenv.parser
 
 from executor.decide.risk_limits import RISK_ENV_VARS, RiskLimits
 from executor.decide.sizing import SizingConfig
@@ -53,15 +60,56 @@ _FALSE_WORDS: Final = frozenset({"0", "false", "no"})
 """Words taken as false. Unset or empty is the default. Anything else is refused rather than read
 as false: a typo in ``KALSHI_RISK_GATE_ENABLED`` must not switch the risk gate off unannounced."""
 
+VARIABLE_PREFIX: Final = "KALSHI_"
+"""Variables under this prefix are the executor's; an unknown one is warned about."""
+
+KNOWN_VARIABLES: Final = frozenset(
+    {
+        "KALSHI_ENVIRONMENT",
+        "KALSHI_API_KEY_ID",
+        "KALSHI_PRIVATE_KEY_PATH",
+        *(
+            f"KALSHI_{environment}_{suffix}"
+            for environment in ("DEMO", "PROD")
+            for suffix in ("API_KEY_ID", "PRIVATE_KEY_PATH", "BASE_URL")
+        ),
+        "KALSHI_ALLOW_PRODUCTION_ORDERS",
+        "KALSHI_CA_FILE",
+        "KALSHI_ORDER_TIME_IN_FORCE",
+        "KALSHI_ORDER_SELF_TRADE_PREVENTION_TYPE",
+        "KALSHI_FIXED_ORDER_CONTRACT_COUNT",
+        "KALSHI_KELLY_FRACTION",
+        "KALSHI_MAX_POSITION_PCT_OF_BALANCE",
+        "KALSHI_RISK_GATE_ENABLED",
+        "KALSHI_ALLOWED_EXCHANGE_INDEXES",
+        *RISK_ENV_VARS.values(),
+    }
+)
+"""Every ``KALSHI_*`` variable the executor reads (a test checks each name the code mentions is
+here, so a new variable cannot be warned about as unknown)."""
+
 _T = TypeVar("_T")
-
-
-class ConfigError(Exception):
-    """A configuration value is missing or wrong; the text is one line naming it."""
 
 
 class StartupError(Exception):
     """The order path cannot start (bad key, exchange unreachable); ``str()`` is one line."""
+
+
+class ConfigError(StartupError):
+    """A configuration value is missing or wrong; the text is one line naming it.
+
+    A start-up error of its own kind: the command line exits 2 for it (a usage or configuration
+    mistake, the same each time it is run) and 1 for the other start-up failures.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownVariable:
+    """A ``KALSHI_*`` name nothing reads, where it was found, and the closest known name."""
+
+    name: str
+    source: str
+    closest: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +137,7 @@ class Settings:
     risk_enabled: bool
     risk_limits: RiskLimits
     allowed_exchange_indexes: frozenset[int]
+    unknown_variables: tuple[UnknownVariable, ...] = ()
 
 
 def add_exchange_arguments(parser: argparse.ArgumentParser) -> None:
@@ -139,7 +188,9 @@ def load_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Setti
     Raises:
         ConfigError: a value is malformed, missing, or the combination is unsafe.
     """
-    values = _Values(_merged_environment(getattr(args, "env_file", None), environ))
+    env_file = getattr(args, "env_file", None)
+    from_file = _read_env_file(env_file.expanduser()) if env_file is not None else {}
+    values = _Values({**from_file, **environ})
     environment = cast(
         Environment,
         getattr(args, "environment", None)
@@ -178,21 +229,56 @@ def load_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Setti
         risk_enabled=risk_enabled,
         risk_limits=_risk_limits(values),
         allowed_exchange_indexes=allowed,
+        unknown_variables=unknown_variables(from_file, environ, env_file),
     )
 
 
-def _merged_environment(env_file: Path | None, environ: Mapping[str, str]) -> dict[str, str]:
-    merged: dict[str, str] = {}
-    if env_file is not None:
-        if not env_file.is_file():
-            raise ConfigError(f"--env-file {env_file}: no such file")
-        try:
-            from_file = dotenv.dotenv_values(env_file)
-        except (OSError, UnicodeDecodeError) as error:
-            raise ConfigError(f"--env-file {env_file}: cannot read it ({error})") from None
-        merged.update({key: value for key, value in from_file.items() if value is not None})
-    merged.update(environ)
-    return merged
+def unknown_variables(
+    from_file: Mapping[str, str], environ: Mapping[str, str], env_file: Path | None = None
+) -> tuple[UnknownVariable, ...]:
+    """The ``KALSHI_*`` names in either source that the executor does not read, sorted."""
+    found: dict[str, str] = {}
+    for name in from_file:
+        if name.startswith(VARIABLE_PREFIX) and name not in KNOWN_VARIABLES:
+            found[name] = f"--env-file {env_file}"
+    for name in environ:
+        if name.startswith(VARIABLE_PREFIX) and name not in KNOWN_VARIABLES:
+            found.setdefault(name, "the environment")
+    return tuple(
+        UnknownVariable(
+            name, source, next(iter(difflib.get_close_matches(name, KNOWN_VARIABLES, n=1)), None)
+        )
+        for name, source in sorted(found.items())
+    )
+
+
+def _read_env_file(env_file: Path) -> dict[str, str]:
+    """The variables of a ``.env`` file; any line that is not ``NAME=VALUE`` is refused."""
+    if not env_file.exists():
+        raise ConfigError(f"--env-file {env_file}: no such file")
+    if not env_file.is_file():
+        raise ConfigError(f"--env-file {env_file}: not a regular file")
+    try:
+        text = env_file.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"--env-file {env_file}: cannot read it ({error.strerror})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"--env-file {env_file}: not UTF-8 text") from None
+    for binding in dotenv.parser.parse_stream(io.StringIO(text)):
+        if binding.error:
+            original = binding.original.string
+            # The parser's chunk starts with the blank lines before it; count from the text.
+            line = binding.original.line + original[: len(original) - len(original.lstrip())].count(
+                "\n"
+            )
+            shown = original.strip()
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            raise ConfigError(
+                f"--env-file {env_file} line {line}: cannot parse {shown!r} "
+                "(expected NAME=VALUE, a comment, or a blank line)"
+            )
+    values = dotenv.dotenv_values(stream=io.StringIO(text))
+    return {key: value for key, value in values.items() if value is not None}
 
 
 def _exchange_mode(requested: str, values: _Values, environment: Environment) -> ExchangeMode:
@@ -232,11 +318,9 @@ def _exchange_settings(
     self_trade = values.choice(
         "KALSHI_ORDER_SELF_TRADE_PREVENTION_TYPE", SELF_TRADE_PREVENTION_CHOICES, "taker_at_cross"
     )
-    ca_text = values.get("KALSHI_CA_FILE")
-    ca_file = ca_flag or (Path(ca_text) if ca_text else None)
-    if ca_file is not None and not ca_file.is_file():
-        source = "--exchange-ca-file" if ca_flag else "KALSHI_CA_FILE"
-        raise ConfigError(f"{source} {ca_file}: no such file")
+    ca_file = ca_flag.expanduser() if ca_flag is not None else values.path("KALSHI_CA_FILE")
+    if ca_file is not None:
+        _check_ca_file("--exchange-ca-file" if ca_flag else "KALSHI_CA_FILE", ca_file)
     if mode != "real":
         return ExchangeSettings(
             mode=mode,
@@ -253,9 +337,11 @@ def _exchange_settings(
             "refusing to start against the production exchange"
         )
     key_id_name, key_path_name = _credential_names(values, environment)
-    key_path = Path(values.get(key_path_name))
+    key_path = values.path(key_path_name)
+    assert key_path is not None  # the mode is real only when it is set
     if not key_path.is_file():
-        raise ConfigError(f"{key_path_name} {key_path}: no such file")
+        problem = "not a regular file" if key_path.exists() else "no such file"
+        raise ConfigError(f"{key_path_name} {key_path}: {problem}")
     url_name = f"KALSHI_{environment.upper()}_BASE_URL"
     default_url = DEMO_BASE_URL if environment == "demo" else PROD_BASE_URL
     return ExchangeSettings(
@@ -270,6 +356,25 @@ def _exchange_settings(
         self_trade_prevention_type=self_trade,
         shadow_signing=shadow_signing,
     )
+
+
+def _check_ca_file(source: str, path: Path) -> None:
+    """Refuse a CA file that is missing, unreadable or holds no PEM certificate: a local file
+    problem, said as one before any connection is tried."""
+    if not path.exists():
+        raise ConfigError(f"{source} {path}: no such file")
+    if not path.is_file():
+        raise ConfigError(f"{source} {path}: not a regular file")
+    try:
+        pem = path.read_bytes()
+    except OSError as error:
+        raise ConfigError(f"{source} {path}: cannot read it ({error.strerror})") from None
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=pem.decode("ascii"))
+    except (UnicodeDecodeError, ssl.SSLError, ValueError):
+        raise ConfigError(
+            f"{source} {path}: no CA certificate in it (expected PEM certificates)"
+        ) from None
 
 
 def _base_url(name: str, text: str) -> str:
@@ -306,6 +411,11 @@ class _Values:
 
     def get(self, name: str) -> str:
         return self._variables.get(name, "").strip()
+
+    def path(self, name: str) -> Path | None:
+        """A file path, ``~`` expanded; None when unset or empty."""
+        text = self.get(name)
+        return Path(text).expanduser() if text else None
 
     def flag(self, name: str, *, default: bool) -> bool:
         text = self.get(name).lower()

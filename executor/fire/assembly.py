@@ -29,7 +29,7 @@ import structlog
 import trio
 
 from executor.clock import clock_domain, wall_ms
-from executor.config import ExchangeSettings, Settings, StartupError
+from executor.config import ConfigError, ExchangeSettings, Settings, StartupError
 from executor.decide.killswitch import KillSwitch
 from executor.decide.recent_orders import load_recent_orders
 from executor.decide.risk import RiskGate
@@ -61,14 +61,15 @@ def load_signer(exchange: ExchangeSettings) -> KalshiSigner:
     """Load the private key of a real exchange once, at start-up.
 
     Raises:
-        StartupError: no key path is configured, or the key cannot be used.
+        ConfigError: no key path is configured, or the key cannot be used (missing, unreadable,
+            malformed: a configuration mistake, like a missing key file).
     """
     if exchange.private_key_path is None:
-        raise StartupError("no private key configured (KALSHI_PRIVATE_KEY_PATH)")
+        raise ConfigError("no private key configured (KALSHI_PRIVATE_KEY_PATH)")
     try:
         return KalshiSigner(exchange.private_key_path, exchange.key_id)
     except SignerKeyError as error:
-        raise StartupError(str(error)) from None
+        raise ConfigError(str(error)) from None
 
 
 def order_path_factory(

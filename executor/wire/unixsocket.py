@@ -34,6 +34,11 @@ class SocketSetupError(Exception):
     """The socket path cannot be used; the message is one line naming the path and the problem."""
 
 
+class SocketPathError(SocketSetupError):
+    """The ``--socket`` text itself cannot name a socket (a directory name, too long): a usage
+    error, which the command line reports with exit status 2 rather than 1."""
+
+
 def lock_path_for(socket_path: Path) -> Path:
     """The lock file that guards ``socket_path``: ``PATH.lock`` beside it."""
     return socket_path.with_name(socket_path.name + ".lock")
@@ -44,12 +49,12 @@ def check_socket_path(socket_path: Path) -> None:
     text = os.fspath(socket_path)
     if text in ("", ".", "..") or text.endswith("/") or socket_path.name in ("", ".", ".."):
         shown = repr(text) if text in ("", ".", "..") else text
-        raise SocketSetupError(
+        raise SocketPathError(
             f"socket path {shown} names a directory, not a socket file (e.g. DIR/executor.sock)"
         )
     size = len(os.fsencode(socket_path))
     if size > MAX_SOCKET_PATH_BYTES:
-        raise SocketSetupError(
+        raise SocketPathError(
             f"socket path {socket_path} is {size} bytes; AF_UNIX allows {MAX_SOCKET_PATH_BYTES}"
         )
 

@@ -16,6 +16,7 @@ from executor.config import (
     load_settings,
 )
 from executor.decide.risk import RISK_ENV_VARS, RiskLimits
+from executor.fake.exchange import FakeCredentials
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -252,11 +253,11 @@ def test_missing_env_file_is_an_error(tmp_path: Path) -> None:
         load_settings(_args("--env-file", str(tmp_path / "absent.env")), {})
 
 
-def test_ca_file_flag_and_variable(tmp_path: Path) -> None:
+def test_ca_file_flag_and_variable(tmp_path: Path, fake_credentials: FakeCredentials) -> None:
     """--exchange-ca-file wins over KALSHI_CA_FILE; both must name an existing file."""
     flag_ca, var_ca = tmp_path / "a.pem", tmp_path / "b.pem"
-    flag_ca.write_text("x")
-    var_ca.write_text("y")
+    flag_ca.write_bytes(fake_credentials.ca_file.read_bytes())
+    var_ca.write_bytes(fake_credentials.ca_file.read_bytes())
     env = {"KALSHI_CA_FILE": str(var_ca)}
     assert load_settings(_args(), env).exchange.ca_file == var_ca
     assert load_settings(_args("--exchange-ca-file", str(flag_ca)), env).exchange.ca_file == flag_ca
