@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import signal
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from executor.config import (
     load_settings,
 )
 from executor.fake.exchange import FakeCredentials
+from tests.support.processes import Spawner
 
 EXECUTOR_SOURCE = Path(__file__).resolve().parents[2] / "executor"
 
@@ -146,3 +149,22 @@ def test_a_ca_directory_is_refused(tmp_path: Path) -> None:
     """A CA path naming a directory is "not a regular file"."""
     with pytest.raises(ConfigError, match="not a regular file"):
         load_settings(_args("--exchange-ca-file", str(tmp_path)), {})
+
+
+def test_serve_warns_about_a_misspelt_variable_at_start_up(
+    spawner: Spawner, short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A running executor logs one warning naming the unknown variable and the closest name."""
+    monkeypatch.setenv("KALSHI_KELLY_FRACTON", "0.1")
+    executor = spawner.serve(short_dir / "x.sock", short_dir / "t.db", "--log-format", "json")
+    executor.signal(signal.SIGTERM)
+    assert executor.wait() == 0
+    warnings = [
+        json.loads(line)
+        for line in executor.stderr_lines()
+        if line.startswith("{") and "unknown KALSHI_" in line
+    ]
+    assert len(warnings) == 1
+    assert warnings[0]["variable"] == "KALSHI_KELLY_FRACTON"
+    assert warnings[0]["did_you_mean"] == "KALSHI_KELLY_FRACTION"
+    assert warnings[0]["level"] == "warning"
