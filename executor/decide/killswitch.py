@@ -5,10 +5,12 @@ stripped text, when it is a readable regular file with non-empty text, is the re
 every refused fire; otherwise the reason is ``NO_REASON``.
 
 Fail-safe rule: a path that exists but cannot be read as a regular file (permission denied, a
-directory, a FIFO, a socket, a device) counts as **engaged** with ``NO_REASON``; so does any error
-other than "nothing is there" while looking (for instance a parent directory the executor may not
-search). A switch that cannot be checked stops real fires rather than letting them through. Only
-"no such file" (``ENOENT``, or ``ENOTDIR`` when a parent is a regular file) means released.
+directory, a FIFO, a socket, a device) counts as **engaged**, with a reason that says why it could
+not be read (``unreadable_reason``: ``(switch file unreadable: it is a directory)``); so does any
+error other than "nothing is there" while looking (for instance a parent directory the executor
+may not search). A switch that cannot be checked stops real fires rather than letting them
+through. Only "no such file" (``ENOENT``, or ``ENOTDIR`` when a parent is a regular file) means
+released.
 
 The executor reads the switch at most once per ``ttl_s`` (a plain ``open``/``fstat``/``read`` of a
 small local file, a few microseconds), so a fire does not touch the file system every time, and an
@@ -33,7 +35,20 @@ DEFAULT_TTL_S: Final = 1.0
 and a busy executor reads the file at most once a second. A judgement call, not a measurement."""
 
 NO_REASON: Final = "(no reason recorded)"
-"""The reason reported when the switch file is empty or cannot be read."""
+"""The reason reported when the switch file is empty (or holds only whitespace)."""
+
+_FILE_KINDS: Final = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def unreadable_reason(why: str) -> str:
+    """The reason of a switch that is engaged because its file cannot be read, saying why."""
+    return f"(switch file unreadable: {why})"
 
 MAX_REASON_BYTES: Final = 4096
 """Most bytes read from the switch file: a reason is a log line, and a fire must not read a
@@ -142,17 +157,25 @@ class KillSwitch:
         try:
             descriptor = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as error:
-            return None if error.errno in _RELEASED_ERRNOS else NO_REASON
+            if error.errno in _RELEASED_ERRNOS:
+                return None
+            return unreadable_reason(_strerror(error))
         try:
-            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-                return NO_REASON
+            mode = os.fstat(descriptor).st_mode
+            if not stat.S_ISREG(mode):
+                kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a file")
+                return unreadable_reason(f"it is {kind}")
             raw = os.read(descriptor, MAX_REASON_BYTES)
-        except OSError:
-            return NO_REASON
+        except OSError as error:
+            return unreadable_reason(_strerror(error))
         finally:
             os.close(descriptor)
         reason = raw.decode("utf-8", errors="replace").strip()
         return reason or NO_REASON
+
+
+def _strerror(error: OSError) -> str:
+    return error.strerror or str(error)
 
 
 class _UsageError(Exception):

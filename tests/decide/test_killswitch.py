@@ -59,21 +59,22 @@ def test_reason_is_read_up_to_a_bound(tmp_path: Path) -> None:
 
 
 def test_directory_at_path_is_engaged(tmp_path: Path) -> None:
-    """A directory at the switch path engages it with NO_REASON (fail safe)."""
+    """A directory at the switch path engages it (fail safe), saying it is a directory."""
     path = tmp_path / "halt"
     path.mkdir()
-    assert KillSwitch(path, ttl_s=0).engaged_reason() == NO_REASON
+    reason = KillSwitch(path, ttl_s=0).engaged_reason()
+    assert reason == "(switch file unreadable: it is a directory)"
 
 
 def test_fifo_at_path_is_engaged_without_blocking(tmp_path: Path) -> None:
-    """A FIFO at the path engages the switch with NO_REASON, without waiting for a writer."""
+    """A FIFO at the path engages the switch, saying so, without waiting for a writer."""
     path = tmp_path / "halt"
     os.mkfifo(path)
-    assert KillSwitch(path, ttl_s=0).engaged_reason() == NO_REASON
+    assert KillSwitch(path, ttl_s=0).engaged_reason() == "(switch file unreadable: it is a FIFO)"
 
 
 def test_unreadable_file_is_engaged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A switch file that cannot be opened (permission denied) engages it with NO_REASON."""
+    """A switch file that cannot be opened (permission denied) engages it, saying why."""
     path = tmp_path / "halt"
     path.write_text("a reason nobody can read")
 
@@ -82,7 +83,8 @@ def test_unreadable_file_is_engaged(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     # Simulated, because the suite may run as root, which reads a chmod-000 file anyway.
     monkeypatch.setattr(os, "open", refuse)
-    assert KillSwitch(path, ttl_s=0).engaged_reason() == NO_REASON
+    reason = KillSwitch(path, ttl_s=0).engaged_reason()
+    assert reason == "(switch file unreadable: Permission denied)"
 
 
 def test_parent_that_is_a_file_means_released(tmp_path: Path) -> None:
@@ -295,3 +297,15 @@ def test_module_as_process_exit_codes(tmp_path: Path) -> None:
     assert run_process("--kill-switch", path, "release").returncode == 0
     released = run_process("--kill-switch", path, "status")
     assert (released.returncode, released.stdout, released.stderr) == (0, "released\n", "")
+
+
+def test_status_on_a_directory_says_why_it_is_engaged(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``status`` on a directory exits 2 (engaged, fail safe) and says the path is a directory."""
+    path = tmp_path / "halt"
+    path.mkdir()
+    assert run_main(capsys, "--kill-switch", str(path), "status")[:2] == (
+        2,
+        "engaged: (switch file unreadable: it is a directory)\n",
+    )
