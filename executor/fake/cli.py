@@ -2,7 +2,12 @@
 
 Generates credentials into a directory, serves until SIGINT or SIGTERM (exit 0), and prints one
 JSON line once serving: ``base_url``, ``key_id``, ``private_key_path``, ``ca_file``. A busy port or
-an unwritable directory is one line on stderr and exit 1.
+an unwritable directory is one line on stderr and exit 1; a bad flag (a port out of range, a
+negative balance) one line and exit 2.
+
+Without ``--dir`` the credentials go to a fresh temporary directory, which is removed when the
+command ends, however it ends (a signal, a busy port): a throwaway private key must not outlive
+the fake that trusts it. A ``--dir`` given by the caller is the caller's and is left as it is.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import shutil
 import signal
 import sys
 import tempfile
@@ -64,6 +70,18 @@ def _port(text: str) -> int:
     return port
 
 
+def _balance_cents(text: str) -> int:
+    try:
+        cents = int(text)
+    except ValueError:
+        cents = -1
+    if cents < 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number of cents, 0 or more, got {text!r}"
+        )
+    return cents
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m executor.fake``: serve until SIGINT/SIGTERM; 0 on a clean stop."""
     parser = argparse.ArgumentParser(
@@ -72,13 +90,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=_port, required=True, help="TCP port (0 = any free port)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--dir", type=Path, help="where to write the credentials (default: temp)")
-    parser.add_argument("--balance-cents", type=int, default=DEFAULT_BALANCE_CENTS)
+    parser.add_argument(
+        "--balance-cents",
+        type=_balance_cents,
+        default=DEFAULT_BALANCE_CENTS,
+        help=f"the account's starting balance in cents (default {DEFAULT_BALANCE_CENTS})",
+    )
     parser.add_argument("--fill-rule", choices=("fill", "kill"), default="fill")
     args = parser.parse_args(argv)
     # stdout carries the one JSON line a caller parses; anything the fake logs goes to stderr.
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    temporary: Path | None = None
     try:
-        directory = args.dir or Path(tempfile.mkdtemp(prefix="fake-exchange-"))
+        directory: Path = args.dir
+        if directory is None:
+            directory = temporary = Path(tempfile.mkdtemp(prefix="fake-exchange-"))
         credentials = FakeCredentials.generate(directory)
         trio.run(_run_command, credentials, args)
     except KeyboardInterrupt:  # a SIGINT before the signal receiver was installed
@@ -89,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"fake exchange: {cause}", file=sys.stderr)
         return 1
+    finally:
+        if temporary is not None:
+            shutil.rmtree(temporary, ignore_errors=True)
     return 0
 
 

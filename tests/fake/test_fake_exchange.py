@@ -367,6 +367,67 @@ def test_the_command_refuses_a_busy_port_in_one_line(tmp_path: Path) -> None:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fake exchange: ")
     assert "Traceback" not in result.stderr
+    assert list(tmp_path.iterdir()) == []  # its temporary key directory is gone too
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
+def test_the_command_removes_its_temporary_directory_when_stopped(
+    stop_signal: signal.Signals, tmp_path: Path
+) -> None:
+    """Without --dir, the throwaway key's temporary directory is removed when a signal stops it."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "executor.fake", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    try:
+        assert process.stdout is not None
+        world = json.loads(process.stdout.readline())
+        key = Path(world["private_key_path"])
+        assert key.parent.parent == tmp_path and key.exists()
+        process.send_signal(stop_signal)
+        assert process.wait(timeout=30) == 0
+        assert not key.parent.exists()
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def test_a_given_directory_is_left_in_place(tmp_path: Path) -> None:
+    """With --dir the credentials are the caller's: they stay after the fake stops."""
+    process = _start_command("--port", "0", "--dir", str(tmp_path / "creds"))
+    try:
+        assert process.stdout is not None
+        json.loads(process.stdout.readline())
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+        assert (tmp_path / "creds" / "api-key.pem").exists()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@pytest.mark.parametrize("balance", ["-5", "lots", "1.5"])
+def test_the_command_refuses_a_negative_or_malformed_balance(
+    balance: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--balance-cents must be a whole number of cents, 0 or more: else a usage error, exit 2."""
+    with pytest.raises(SystemExit) as caught:
+        fake_main(["--port", "0", "--balance-cents", balance])
+    assert caught.value.code == 2
+    error = capsys.readouterr().err
+    assert "--balance-cents" in error and "0 or more" in error
 
 
 def test_the_old_command_name_still_runs_the_fake() -> None:
