@@ -1,8 +1,11 @@
 """``executor stats --plot``: a latency CDF per stage and per-minute p50/p99 over the window.
 
 matplotlib is an optional extra (``trio-executor[plot]``); ``executor.stats.command`` checks it is
-installed before importing this module. It is imported by name because the executor itself must
-not depend on it.
+installed before calling into this module (importing the module itself does not import it). It is
+imported by name because the executor itself must not depend on it.
+
+When every row falls in one minute the per-minute panel would hold one point per stage on an axis
+whose ticks all read the same minute; the figure then has the CDF panel alone.
 """
 
 from __future__ import annotations
@@ -18,6 +21,30 @@ from executor.stats.queries import Report, StatsError
 MINUTE_MS: Final = 60_000
 """Width of one bucket of the time series (ms)."""
 
+PLOT_SUFFIXES: Final = (".png", ".svg", ".pdf")
+"""File types ``--plot`` writes (by the name's suffix): formats matplotlib's Agg backend saves
+without further libraries."""
+
+
+def check_plot_path(path: Path) -> None:
+    """Refuse, before any work, a ``--plot`` file whose type cannot be written.
+
+    Raises:
+        StatsError: the suffix is not one of ``PLOT_SUFFIXES``.
+    """
+    if path.suffix.lower() not in PLOT_SUFFIXES:
+        raise StatsError(
+            f"--plot {path}: cannot write a {path.suffix or 'suffix-less'} file; "
+            f"name it {', '.join('FILE' + suffix for suffix in PLOT_SUFFIXES)}"
+        )
+
+
+def minutes_spanned(series: dict[str, list[tuple[int, float]]]) -> int:
+    """How many distinct minutes the rows of every stage fall in."""
+    return len(
+        {started - started % MINUTE_MS for samples in series.values() for started, _ in samples}
+    )
+
 
 def per_minute(samples: list[tuple[int, float]]) -> list[tuple[int, float, float]]:
     """``(minute start ms, p50, p99)`` per minute that has rows, in time order."""
@@ -31,11 +58,23 @@ def per_minute(samples: list[tuple[int, float]]) -> list[tuple[int, float, float
 
 
 def plot_report(report: Report, path: Path) -> None:
-    """Write the two-panel PNG of ``report.series`` to ``path``.
+    """Write the figure of ``report.series`` to ``path`` (its type from the suffix).
 
     Raises:
         StatsError: the file cannot be written.
     """
+    plt: Any = importlib.import_module("matplotlib.pyplot")
+    figure = build_figure(report)
+    try:
+        figure.savefig(path, dpi=110)
+    except OSError as error:
+        raise StatsError(f"cannot write the plot to {path}: {error.strerror or error}") from None
+    finally:
+        plt.close(figure)
+
+
+def build_figure(report: Report) -> Any:
+    """The latency CDF panel, and the per-minute panel when the rows span two minutes or more."""
     matplotlib: Any = importlib.import_module("matplotlib")
     matplotlib.use("Agg")
     plt: Any = importlib.import_module("matplotlib.pyplot")
@@ -43,13 +82,20 @@ def plot_report(report: Report, path: Path) -> None:
     import datetime as dt
 
     series = report.series
-    figure, (cdf_axes, time_axes) = plt.subplots(1, 2, figsize=(13, 5))
+    with_time_panel = minutes_spanned(series) >= 2
+    if with_time_panel:
+        figure, (cdf_axes, time_axes) = plt.subplots(1, 2, figsize=(13, 5))
+    else:
+        figure, cdf_axes = plt.subplots(1, 1, figsize=(7, 5))
+        time_axes = None
     for stage, samples in sorted(series.items()):
         ordered = sorted(duration for _, duration in samples)
         if not ordered:
             continue
         fractions = [(index + 1) / len(ordered) for index in range(len(ordered))]
         cdf_axes.step(ordered, fractions, where="post", label=f"{stage} (n={len(ordered)})")
+        if time_axes is None:
+            continue
         buckets = per_minute(samples)
         times = [dt.datetime.fromtimestamp(minute / 1000, tz=dt.UTC) for minute, _, _ in buckets]
         (line,) = time_axes.plot(times, [p50 for _, p50, _ in buckets], label=f"{stage} p50")
@@ -63,23 +109,25 @@ def plot_report(report: Report, path: Path) -> None:
     positive = any(duration > 0 for samples in series.values() for _, duration in samples)
     if positive:
         cdf_axes.set_xscale("log")
-        time_axes.set_yscale("log")
     cdf_axes.set_xlabel("duration (ms)")
     cdf_axes.set_ylabel("fraction of rows")
     cdf_axes.set_title("latency CDF per stage")
-    time_axes.set_xlabel("minute (UTC)")
-    time_axes.set_ylabel("duration (ms)")
-    time_axes.set_title("per-minute p50 (solid) and p99 (dashed)")
-    time_axes.xaxis.set_major_formatter(dates.DateFormatter("%H:%M"))
-    for axes in (cdf_axes, time_axes):
+    panels = [cdf_axes]
+    if time_axes is not None:
+        if positive:
+            time_axes.set_yscale("log")
+        time_axes.set_xlabel("minute (UTC)")
+        time_axes.set_ylabel("duration (ms)")
+        time_axes.set_title("per-minute p50 (solid) and p99 (dashed)")
+        time_axes.xaxis.set_major_formatter(dates.DateFormatter("%H:%M"))
+        panels.append(time_axes)
+    for axes in panels:
         axes.grid(True, alpha=0.3)
         if axes.get_legend_handles_labels()[0]:
             axes.legend(fontsize="small")
-    figure.suptitle(f"{report.database}")
+    title = report.database
+    if time_axes is None:
+        title += " (rows within one minute: no per-minute panel)"
+    figure.suptitle(title)
     figure.tight_layout()
-    try:
-        figure.savefig(path, dpi=110)
-    except OSError as error:
-        raise StatsError(f"cannot write the plot to {path}: {error.strerror or error}") from None
-    finally:
-        plt.close(figure)
+    return figure
