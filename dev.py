@@ -3,6 +3,8 @@
 
     python3 dev.py serve [ARGS...]   start the service (default socket and SQLite file; the
                                      in-process fake exchange unless --exchange is given)
+    python3 dev.py stats [ARGS...]   `executor stats` on serve's SQLite file (var/telemetry.db)
+    python3 dev.py orders [ARGS...]  `executor orders` on the same file: the recent orders
     python3 dev.py test [PYTEST ARGS...]   run the whole test suite
     python3 dev.py check             ruff + mypy --strict
     python3 dev.py bench [ARGS...]   run the benchmark (python -m bench)
@@ -13,7 +15,8 @@ bench extras; later uses reinstall only when pyproject.toml changed.
 
 TRIO_EXECUTOR_PYTHON=python3.13 picks another interpreter (a name on PATH, a path, or a pyenv
 version's python3.X): its environment is `.venv-3.13/`, so each Python version keeps its own.
-`serve` replaces this process with the executor (os.execv), so Ctrl-C and SIGTERM reach it directly.
+`serve` replaces this process with the executor (os.execv), so Ctrl-C and SIGTERM reach it directly;
+before it does, it prints the `stats` and `orders` commands that read the file it writes.
 """
 
 from __future__ import annotations
@@ -104,6 +107,32 @@ def _run(argv: list[str]) -> int:
     return subprocess.run(argv, cwd=ROOT).returncode
 
 
+def _flag_value(args: list[str], flag: str) -> str | None:
+    """The value of ``flag`` in ``args`` (``--flag V`` or ``--flag=V``), the last one winning."""
+    value = None
+    for index, arg in enumerate(args):
+        if arg == flag and index + 1 < len(args):
+            value = args[index + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def _reading_commands(bin_dir: Path, database: str) -> str:
+    """The lines ``dev.py serve`` prints: how to read what this executor records."""
+    shown = Path(database).expanduser()
+    shown = shown if shown.is_absolute() else ROOT / shown
+    executor = bin_dir / "executor"
+    lines = ["dev.py: read what it records with (from this checkout, or anywhere):"]
+    for command in ("stats", "orders"):
+        dev = f"python3 dev.py {command}"
+        if str(shown) != DEFAULT_DB:
+            dev += f" --telemetry-db {shown}"
+        lines.append(f"  {dev}")
+        lines.append(f"  {executor} {command} --telemetry-db {shown}")
+    return "\n".join(lines)
+
+
 def main() -> int:
     command, *rest = sys.argv[1:] or ["help"]
     if command in {"help", "-h", "--help"}:
@@ -113,15 +142,21 @@ def main() -> int:
     if command == "setup":
         return 0  # the environment is ready; CI builds the other versions' ahead of their turn
     if command == "serve":
-        defaults = [] if "--socket" in rest else ["--socket", DEFAULT_SOCKET]
-        if "--telemetry-db" not in rest:
+        defaults = [] if _flag_value(rest, "--socket") else ["--socket", DEFAULT_SOCKET]
+        database = _flag_value(rest, "--telemetry-db")
+        if database is None:
             defaults += ["--telemetry-db", DEFAULT_DB]
+        print(_reading_commands(Path(python).parent, database or DEFAULT_DB), file=sys.stderr)
         if not any(arg == "--exchange" or arg.startswith("--exchange=") for arg in rest):
             defaults += ["--exchange", "fake"]  # a local try-out never needs an account
         # Become the executor: signals then reach it, not a parent that would die of them first.
         sys.stdout.flush()
         sys.stderr.flush()
         os.execv(python, [python, "-m", "executor", "serve", *defaults, *rest])
+    if command in ("stats", "orders"):
+        # The file dev.py serve writes, unless another is named.
+        defaults = [] if _flag_value(rest, "--telemetry-db") else ["--telemetry-db", DEFAULT_DB]
+        return _run([python, "-m", "executor", command, *defaults, *rest])
     if command == "test":
         return _run([python, "-m", "pytest", *rest])
     if command == "check":
@@ -131,7 +166,8 @@ def main() -> int:
     if command == "bench":
         return _run([python, "-m", "bench", *rest])
     print(
-        f"dev.py: unknown command {command!r}; try: serve, test, check, bench, setup",
+        f"dev.py: unknown command {command!r}; try: serve, stats, orders, test, check, bench, "
+        "setup",
         file=sys.stderr,
     )
     return 2

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from executor.recording.sqlite_writer import open_database
 from executor.server import ExecutorServer, ServerConfig
 from executor.wire import unixsocket
 from executor.wire.unixsocket import MAX_SOCKET_PATH_BYTES, SocketSetupError, remove_stale_socket
@@ -39,6 +40,7 @@ def spawner(short_dir: Path) -> Iterator[Spawner]:
         yield spawner
     finally:
         spawner.kill_all()
+
 
 # ---------------------------------------------------------------- dev.py serve
 
@@ -96,6 +98,60 @@ def test_dev_serve_becomes_the_executor(short_dir: Path, signum: int) -> None:
     assert not socket_path.exists()
     with socket.socket(socket.AF_UNIX) as probe, pytest.raises(FileNotFoundError):
         probe.connect(os.fspath(socket_path))
+
+
+def test_dev_serve_prints_the_commands_that_read_its_file(short_dir: Path) -> None:
+    """dev.py serve names its database in ready-to-run stats and orders commands that work."""
+    if not _dev_environment_is_current():
+        pytest.skip("not running in dev.py's up-to-date environment (run: python3 dev.py test)")
+    socket_path, db_path = short_dir / "x.sock", short_dir / "t.db"
+    process = DevServe(short_dir, socket_path, db_path)
+    try:
+        wait_until_accepting(process, socket_path)
+        lines = [line.strip() for line in process.stderr_lines()]
+        executor = Path(sys.prefix) / "bin" / "executor"
+        for command in ("stats", "orders"):
+            assert f"python3 dev.py {command} --telemetry-db {db_path}" in lines
+            printed = f"{executor} {command} --telemetry-db {db_path}"
+            assert printed in lines
+            ran = subprocess.run(printed.split(), capture_output=True, text=True, timeout=60)
+            assert ran.returncode == 0, ran.stderr
+            assert str(db_path) in ran.stdout
+        process.signal(signal.SIGTERM)
+        assert process.wait() == 0
+    finally:
+        process.kill()
+
+
+def test_dev_stats_and_orders_read_the_dev_database_by_default(short_dir: Path) -> None:
+    """``dev.py stats`` / ``dev.py orders`` run the commands from the checkout on var/telemetry.db,
+    or on the file named."""
+    if not _dev_environment_is_current():
+        pytest.skip("not running in dev.py's up-to-date environment (run: python3 dev.py test)")
+    db_path = short_dir / "t.db"
+    connection, _ = open_database(db_path)
+    connection.close()
+    for command, expected in (("stats", "latency_events: no rows"), ("orders", "no orders")):
+        named = subprocess.run(
+            [sys.executable, str(ROOT / "dev.py"), command, "--telemetry-db", str(db_path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert named.returncode == 0, named.stderr
+        assert expected in named.stdout
+    default = subprocess.run(
+        [sys.executable, str(ROOT / "dev.py"), "orders", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if default.returncode == 0:  # serve has run in this checkout: its file is read
+        assert f'"database": "{ROOT / "var" / "telemetry.db"}"' in default.stdout
+    else:
+        assert f"{ROOT / 'var' / 'telemetry.db'}: no such file" in default.stderr
 
 
 # ---------------------------------------------------------------- socket paths
