@@ -1,0 +1,181 @@
+"""``deploy/``: the systemd unit fits the executor; the dashboard uses only served metrics."""
+
+from __future__ import annotations
+
+import configparser
+import json
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from executor import cli, logs, telemetry
+from executor.exchange.dispatcher import RESOLUTION_TIMEOUT_S
+from executor.recording.metrics import STOP_TIMEOUT_S
+from executor.server import DEFAULT_GRACE_S
+from tests.support.inprocess import make_wake
+from tests.support.processes import Executor, Spawner, request_all
+
+ROOT = Path(__file__).resolve().parents[2]
+UNIT = ROOT / "deploy" / "systemd" / "trio-executor.service"
+DASHBOARD = ROOT / "deploy" / "grafana" / "trio-executor.json"
+
+METRIC_NAME = re.compile(r"\btrio_executor_[a-z0-9_]+")
+STAGE_SELECTOR = re.compile(r'stage(=~|=)"([^"]+)"')
+
+
+# ---------------------------------------------------------------- the systemd unit
+
+
+def unit() -> configparser.RawConfigParser:
+    """The unit file, parsed (``\\`` continuations joined)."""
+    parser = configparser.RawConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # keys are case-sensitive
+    parser.read_string(UNIT.read_text().replace("\\\n", " "))
+    return parser
+
+
+def exec_start_args() -> list[str]:
+    """ExecStart's arguments after the program, with the specifiers of a system unit filled in."""
+    service = unit()["Service"]
+    text = service["ExecStart"]
+    for specifier, value in (("%t", "/run"), ("%S", "/var/lib"), ("%E", "/etc")):
+        text = text.replace(specifier, value)
+    return shlex.split(text)[1:]
+
+
+def test_unit_is_a_notify_service_with_its_directories() -> None:
+    """Type=notify, the socket under RuntimeDirectory and the database under StateDirectory."""
+    service = unit()["Service"]
+    assert service["Type"] == "notify"
+    assert service["NotifyAccess"] == "main"
+    args = exec_start_args()
+    parsed = cli.build_parser().parse_args(args)  # the executor's own parser accepts them
+    assert parsed.command == "serve"
+    assert parsed.socket == Path("/run") / service["RuntimeDirectory"] / "executor.sock"
+    assert parsed.telemetry_db.parent == Path("/var/lib") / service["StateDirectory"]
+    assert parsed.kill_switch.parent == Path("/var/lib") / service["StateDirectory"]
+    assert parsed.env_file.parent == Path("/etc") / service["ConfigurationDirectory"]
+
+
+def test_unit_stop_timeout_covers_the_longest_orderly_shutdown() -> None:
+    """TimeoutStopSec is longer than every bounded wait of a shutdown with the default grace."""
+    service = unit()["Service"]
+    assert service["KillMode"] == "mixed"  # SIGTERM to the executor alone, SIGKILL to the rest
+    assert service["KillSignal"] == "SIGTERM"
+    longest = (
+        DEFAULT_GRACE_S
+        + RESOLUTION_TIMEOUT_S
+        + telemetry.DRAIN_TIMEOUT_S
+        + telemetry.CLOSE_TIMEOUT_S
+        + STOP_TIMEOUT_S
+        + logs.FLUSH_TIMEOUT_S
+    )
+    assert float(service["TimeoutStopSec"]) > longest
+
+
+def test_unit_does_not_restart_a_configuration_error() -> None:
+    """A configuration error (exit 2) is not restarted; a runtime failure is."""
+    service = unit()["Service"]
+    assert service["Restart"] == "on-failure"
+    assert service["RestartPreventExitStatus"] == str(cli.EXIT_USAGE)
+
+
+def test_unit_hardening() -> None:
+    """The hardening the issue asks for is on, with the state and runtime directories writable."""
+    service = unit()["Service"]
+    assert service["NoNewPrivileges"] == "yes"
+    assert service["ProtectSystem"] == "strict"  # RuntimeDirectory/StateDirectory stay writable
+    assert service["PrivateTmp"] == "yes"
+    assert "ReadOnlyPaths" not in service
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
+def test_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+    """``systemd-analyze verify`` accepts the unit (ExecStart pointed at this environment)."""
+    installed = tmp_path / "trio-executor.service"
+    executable = Path(sys.prefix) / "bin" / "executor"
+    installed.write_text(
+        UNIT.read_text().replace("/opt/trio-executor/.venv/bin/executor", str(executable))
+    )
+    result = subprocess.run(
+        ["systemd-analyze", "verify", str(installed)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    problems = [line for line in result.stderr.splitlines() if "trio-executor" in line]
+    assert result.returncode == 0 and not problems, result.stderr
+
+
+# ---------------------------------------------------------------- the dashboard
+
+
+def dashboard_expressions() -> list[str]:
+    """Every PromQL expression of every panel."""
+    document: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    expressions = [
+        target["expr"] for panel in document["panels"] for target in panel.get("targets", [])
+    ]
+    assert expressions and all(panel.get("targets") for panel in document["panels"])
+    return expressions
+
+
+def scrape(port: int) -> list[tuple[str, dict[str, str]]]:
+    """Every sample of ``/metrics``: its name and labels."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    return [
+        (sample.name, dict(sample.labels))
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    ]
+
+
+def metrics_port(executor: Executor) -> int:
+    """The port the executor logged for its metrics endpoint."""
+    for line in executor.stderr_lines():
+        if line.startswith("{") and '"metrics endpoint listening"' in line:
+            return int(json.loads(line)["port"])
+    raise AssertionError(f"no metrics line in:\n{executor.stderr()}")
+
+
+def test_every_metric_the_dashboard_uses_is_served(spawner: Spawner, short_dir: Path) -> None:
+    """Each name (and each stage label value) in the dashboard's queries is in a live scrape."""
+    socket_path = short_dir / "x.sock"
+    executor = spawner.serve(
+        socket_path,
+        short_dir / "t.db",
+        "--metrics",
+        "127.0.0.1:0",
+        "--log-format",
+        "json",
+        "--exchange",
+        "fake",
+    )
+    assert request_all(socket_path, [make_wake("dash-1")])[0].status == "accepted"
+    samples = scrape(metrics_port(executor))
+    executor.signal(signal.SIGTERM)
+    assert executor.wait() == 0
+    served = {name for name, _ in samples}
+    stages = {labels["stage"] for name, labels in samples if "stage" in labels}
+    used: set[str] = set()
+    for expression in dashboard_expressions():
+        names = set(METRIC_NAME.findall(expression))
+        assert names, expression
+        used |= names
+        for operator, value in STAGE_SELECTOR.findall(expression):
+            wanted = value.split("|") if operator == "=~" else [value]
+            assert set(wanted) <= stages, (expression, stages)
+    assert used - served == set(), sorted(used - served)
+    assert "trio_executor_no_such_metric_total" not in served  # the check can fail
+    assert {"trio_executor_accepted_total", "trio_executor_latency_seconds_bucket"} <= used
