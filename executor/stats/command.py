@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Final, NoReturn
 
 from executor.recording.schema import default_telemetry_db
+from executor.stats.output import write_report
+from executor.stats.plot import check_plot_path
 from executor.stats.queries import (
     SCHEMA_ID,
     LatencySummary,
@@ -134,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--plot",
         type=Path,
         metavar="FILE.png",
-        help="also draw a latency CDF per stage and per-minute p50/p99 (needs trio-executor[plot])",
+        help="also draw a latency CDF per stage and per-minute p50/p99 to FILE (.png, .svg or "
+        ".pdf; needs trio-executor[plot])",
     )
     return parser
 
@@ -151,6 +154,8 @@ def stats_main(argv: list[str]) -> int:
         args.telemetry_db = default_telemetry_db()
     now_ms = time.time_ns() // 1_000_000
     try:
+        if args.plot is not None:
+            check_plot_path(args.plot)  # before any work: a report then a refusal helps nobody
         since_ms = parse_since(args.since, now_ms) if args.since is not None else None
         plotter = _load_plotter() if args.plot is not None else None
         connection = open_read_only(args.telemetry_db)
@@ -172,10 +177,11 @@ def stats_main(argv: list[str]) -> int:
     except StatsError as error:
         print(f"executor stats: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    # A reader that stops early (| head -1) is a normal end, not an error.
     if args.json:
-        print(json.dumps(report.to_json(), indent=2, sort_keys=False))
+        write_report(json.dumps(report.to_json(), indent=2, sort_keys=False))
     else:
-        print(render_text(report))
+        write_report(render_text(report))
     return EXIT_OK
 
 

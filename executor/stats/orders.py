@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
+from executor.recording.schema import default_telemetry_db
 from executor.stats.command import parse_since
 from executor.stats.output import write_report
 from executor.stats.queries import StatsError, open_read_only
@@ -253,9 +254,6 @@ def orders_main(argv: list[str]) -> int:
     """
     args = build_parser().parse_args(argv)
     if args.telemetry_db is None:
-        # Imported here: the server module brings in Trio, which this command does not need.
-        from executor.server import default_telemetry_db
-
         args.telemetry_db = default_telemetry_db()
     now_ms = time.time_ns() // 1_000_000
     try:

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from executor.recording.sqlite_writer import open_database
+from executor.stats.command import stats_main
 from executor.stats.plot import MINUTE_MS, build_figure, check_plot_path, minutes_spanned
 from executor.stats.queries import Report, StatsError
 
@@ -79,3 +81,18 @@ def test_several_minutes_draw_the_per_minute_panel_with_distinct_ticks() -> None
         assert len(set(labels)) > 1, labels
     finally:
         plt.close(figure)
+
+
+def test_stats_refuses_a_bad_plot_file_before_reporting(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``stats --plot p.txt`` prints no report: one line on stderr, exit 2, nothing written."""
+    database = tmp_path / "t.db"
+    connection, _ = open_database(database)
+    connection.close()
+    target = tmp_path / "p.txt"
+    assert stats_main(["--telemetry-db", str(database), "--plot", str(target)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and "--plot" in captured.err and "p.txt" in captured.err
+    assert not target.exists()
