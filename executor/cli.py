@@ -23,6 +23,7 @@ from executor.config import (
 )
 from executor.decide.killswitch import DEFAULT_TTL_S, KillSwitch, killswitch_main
 from executor.fire.path import DEFAULT_CONTRACT_COUNT, FirePath
+from executor.notify import ServiceNotifier
 from executor.recording.metrics import DEFAULT_HOST as METRICS_DEFAULT_HOST
 from executor.recording.metrics import MetricsSetupError, parse_metrics_address
 from executor.recording.schema import default_telemetry_db
@@ -233,6 +234,8 @@ def _serve(args: argparse.Namespace) -> int:
         telemetry_linger_s=args.telemetry_linger,
         order_path=order_path,
         metrics_address=args.metrics,
+        # Read (and removed from the environment) once logging runs: a bad address is logged.
+        notifier=ServiceNotifier.from_environment(os.environ),
     )
     server = ExecutorServer(config)
     # From here on SIGINT/SIGTERM never kill the process: before the signal task listens (and

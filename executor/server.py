@@ -29,6 +29,7 @@ import trio
 
 from executor.config import StartupError
 from executor.fire.path import FirePath
+from executor.notify import ServiceNotifier
 from executor.recording.counters import ServerStatistics
 from executor.recording.metrics import (
     STOP_TIMEOUT_S,
@@ -91,6 +92,9 @@ class ServerConfig:
     no exchange: fires are decided and counted, nothing is sent."""
     metrics_address: tuple[str, int] | None = None
     """``(host, port)`` of the Prometheus endpoint (``--metrics``); None serves none."""
+    notifier: ServiceNotifier | None = None
+    """Where readiness goes (systemd's ``NOTIFY_SOCKET``): STATUS= while starting, READY=1 once
+    the socket is published, STOPPING=1 when shutdown begins. None notifies nobody."""
 
 
 class ExecutorServer:
@@ -107,6 +111,7 @@ class ExecutorServer:
         self._fires_nursery: trio.Nursery | None = None
         self._connections: set[Connection] = set()
         self._early_signals: list[int] = []
+        self._notifier = config.notifier or ServiceNotifier(None)
 
     # ---------------------------------------------------------------- public surface
 
@@ -147,6 +152,7 @@ class ExecutorServer:
         if self._stopping.is_set():
             return
         self._stopping.set()
+        self._notifier.stopping("shutting down: finishing in-flight frames and fires")
         self._accept_scope.cancel()
         for connection in self._connections:
             if connection.idle:
@@ -196,6 +202,7 @@ class ExecutorServer:
                     host, port = metrics.address
                     log.info("metrics endpoint listening", host=host, port=port)
                 async with trio.open_nursery() as root:
+                    self._notifier.status("opening the telemetry database")
                     self._telemetry = await root.start(
                         functools.partial(
                             serve_telemetry,
@@ -219,9 +226,14 @@ class ExecutorServer:
             raise startup from None
         finally:
             lock.release()
+            self._notifier.close()
 
     def _open_fire_path(self, telemetry: Telemetry) -> AbstractAsyncContextManager[FirePath]:
         if self.config.order_path is not None:
+            self._notifier.status(
+                "starting the order path: key, risk gate warm start, exchange pre-warm, "
+                "first account poll"
+            )
             return self.config.order_path(telemetry)
         log.info("no exchange configured: fires are decided and counted, nothing is sent")
         return contextlib.nullcontext(self._fire_path)
@@ -288,6 +300,7 @@ class ExecutorServer:
                 self._connections_nursery = connections
                 await connections.start(self._accept, listener)
                 log.info("listening", socket=os.fspath(self.config.socket_path))
+                self._notifier.ready(f"serving on {os.fspath(self.config.socket_path)}")
                 task_status.started()
             # Connections are done; fires already started get the rest of the grace period.
 

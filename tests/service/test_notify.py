@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import uuid
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from executor.notify import MAX_STATUS_CHARS, NOTIFY_SOCKET_ENV, ServiceNotifier
+from tests.support.processes import Spawner
 
 
 @pytest.fixture
@@ -127,3 +129,53 @@ def test_a_full_receiver_never_blocks(receiver: tuple[socket.socket, str]) -> No
     notifier.close()
     assert notifier.failed > 0
     assert notifier.sent + notifier.failed == attempts
+
+
+def _receive(sock: socket.socket) -> str:
+    """The next datagram (the receiver's 5 s timeout bounds the wait)."""
+    return sock.recv(4096).decode()
+
+
+@pytest.mark.parametrize("exchange", ["none", "fake"])
+def test_a_served_executor_notifies_in_order(
+    receiver: tuple[socket.socket, str],
+    spawner: Spawner,
+    short_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    exchange: str,
+) -> None:
+    """Under NOTIFY_SOCKET: STATUS while starting, READY=1 once the socket accepts, STOPPING=1 on
+    SIGTERM, in that order, and nothing else."""
+    sock, address = receiver
+    sock.settimeout(30)  # start-up of a fresh interpreter on a busy machine
+    monkeypatch.setenv(NOTIFY_SOCKET_ENV, address)
+    socket_path = short_dir / "x.sock"
+    executor = spawner.start(
+        "serve",
+        "--socket",
+        socket_path,
+        "--telemetry-db",
+        short_dir / "t.db",
+        "--exchange",
+        exchange,
+    )
+    starting = [_receive(sock)]
+    if exchange == "fake":
+        starting.append(_receive(sock))
+    ready = _receive(sock)
+    assert ready == f"READY=1\nSTATUS=serving on {socket_path}"
+    with socket.socket(socket.AF_UNIX) as probe:  # READY=1 means a poller can connect now
+        probe.connect(os.fspath(socket_path))
+    expected = ["STATUS=opening the telemetry database"]
+    if exchange == "fake":
+        expected.append(
+            "STATUS=starting the order path: key, risk gate warm start, exchange pre-warm, "
+            "first account poll"
+        )
+    assert starting == expected
+    executor.signal(signal.SIGTERM)
+    assert (
+        _receive(sock) == "STOPPING=1\nSTATUS=shutting down: finishing in-flight frames and fires"
+    )
+    assert executor.wait() == 0
+    assert _pending(sock) == []
