@@ -36,7 +36,14 @@ from executor.decide.decision import Order, Permission
 from executor.decide.order_request import FireRequest
 from executor.exchange.messages import OrderSpec, OrderStamps, order_body
 from executor.exchange.stages import FireStamps
-from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow, OrderRowKind, OrderStatus
+from executor.recording.rows import (
+    HeartbeatRow,
+    LatencyRow,
+    OrderRow,
+    OrderRowKind,
+    OrderStatus,
+    Stage,
+)
 
 log = structlog.get_logger()
 
@@ -205,6 +212,7 @@ class OrderDispatcher:
                 submitted_at_ms=stamps.submitted_at_ms,
                 acknowledged_at_ms=None if status is OrderStatus.ERROR else wall_ms(),
             )
+            stamps.resolution = row
             with trio.move_on_after(RESOLUTION_TIMEOUT_S, shield=True):
                 await self.sink.record_order(row, timeout_s=RESOLUTION_TIMEOUT_S)
         return DispatchResult(status, parse_fill_count(_payload(response).get("fill_count")))
@@ -303,6 +311,34 @@ class OrderDispatcher:
             submitted_at_ms=submitted_at_ms,
             acknowledged_at_ms=acknowledged_at_ms,
         )
+
+
+def log_resolution(row: OrderRow | None, stage_rows: list[LatencyRow]) -> None:
+    """One INFO line for a resolved real order: what was asked, what the exchange answered, and
+    the fire's ``detect_fire`` in ms (None when the wake's clock was not this host's).
+
+    Called once the dispatch is over and its stage rows exist, never inside the timed span; the
+    logger only enqueues the line (``executor.logs``).
+    """
+    if row is None:  # the dispatch never got as far as a resolution (nothing was minted)
+        return
+    detect_fire_ms = next(
+        (latency.duration_ms for latency in stage_rows if latency.stage is Stage.DETECT_FIRE), None
+    )
+    log.info(
+        "order resolved",
+        ticker=row.ticker,
+        side=row.outcome_side,
+        count=row.count,
+        price=row.price_dollars,
+        status=row.status.value,
+        fill_count=row.fill_count,
+        kalshi_order_id=row.kalshi_order_id,
+        detect_fire_ms=None if detect_fire_ms is None else round(detect_fire_ms, 3),
+        error=row.error_message,
+        client_order_id=row.client_order_id,
+        correlation_id=row.correlation_id,
+    )
 
 
 def _payload(response: dict[str, Any]) -> dict[str, Any]:

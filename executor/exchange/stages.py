@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from executor.exchange.messages import OrderStamps
-from executor.recording.rows import LatencyRow, Stage
+from executor.recording.rows import LatencyRow, OrderRow, Stage
 from executor.wire.protocol import WakeMessage
 
 _DRY_RUN_JSON: Final = {False: '{"dry_run": false}', True: '{"dry_run": true}'}
@@ -35,12 +35,15 @@ class FireStamps:
         build_end_ns: perf stamp after the body bytes existed.
         submitted_at_ms: wall-clock ms read just before the request went to the transport.
         order: the transport's own stamps (sign, sent, ack), reset by it per attempt.
+        resolution: the ``orders_fired`` resolution row the dispatcher queued, once it did (for
+            the fire's log line, written after the dispatch).
     """
 
     build_start_ns: int | None = None
     build_end_ns: int | None = None
     submitted_at_ms: int | None = None
     order: OrderStamps = field(default_factory=OrderStamps)
+    resolution: OrderRow | None = None
 
 
 class PerfToWall:

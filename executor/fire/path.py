@@ -53,7 +53,7 @@ from executor.decide.order_request import FireRequest, OrderTemplate, Side
 from executor.decide.risk import RiskGate
 from executor.decide.sizing import SizingConfig
 from executor.exchange.account import AccountState
-from executor.exchange.dispatcher import OrderDispatcher, OrderSink
+from executor.exchange.dispatcher import OrderDispatcher, OrderSink, log_resolution
 from executor.exchange.shadow_lane import ShadowJob, ShadowLane
 from executor.exchange.stages import FireStamps, PerfToWall, stage_rows
 from executor.logs import RateLimitedWarning
@@ -271,8 +271,10 @@ class FirePath:
             )
             return FireOutcome.DISPATCH_ERROR
         finally:
-            for row in stage_rows(message, stamps, orders.clock, orders.clock_domain):
+            rows = stage_rows(message, stamps, orders.clock, orders.clock_domain)
+            for row in rows:
                 orders.sink.record(row)
+            log_resolution(stamps.resolution, rows)  # after the dispatch: off the timed span
         return FireOutcome.FIRED
 
     def _refused(self, message: WakeMessage, refusal: Refusal) -> FireOutcome:
