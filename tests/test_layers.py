@@ -30,7 +30,8 @@ Layers: TypeAlias = Sequence[Sequence[str]]
 under it, the root package only its own ``__init__``)."""
 
 LAYERS: Final[Layers] = (
-    ("executor", "executor.clock", "executor.logs", "executor.signer"),  # the foundation
+    # the foundation
+    ("executor", "executor.clock", "executor.logs", "executor.notify", "executor.signer"),
     ("executor.recording",),
     ("executor.telemetry",),
     ("executor.wire",),
