@@ -145,7 +145,7 @@ async def serve_telemetry(
     batch_max_rows: int = BATCH_MAX_ROWS,
     drain_timeout_s: float = DRAIN_TIMEOUT_S,
     linger_s: float = BATCH_LINGER_S,
-    observe: Callable[[LatencyRow], None] | None = None,
+    observe: Callable[[TelemetryRow], None] | None = None,
     task_status: trio.TaskStatus[Telemetry] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Open the database, hand back a :class:`Telemetry`, and write rows until it is closed.

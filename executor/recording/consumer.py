@@ -167,7 +167,7 @@ class TelemetryConsumer:
         limiter: trio.CapacityLimiter,
         linger_s: float = BATCH_LINGER_S,
         closed: trio.Event | None = None,
-        observe: Callable[[LatencyRow], None] | None = None,
+        observe: Callable[[TelemetryRow], None] | None = None,
     ) -> None:
         self._receive = receive
         self._connection = connection
@@ -270,8 +270,8 @@ class TelemetryConsumer:
             self._counters.dropped_oversized_id += 1
         else:
             self._held.append(row)
-            if self._observe is not None and type(row) is LatencyRow:
-                self._observe(row)  # e.g. the metrics histograms: here, not on the hot path
+            if self._observe is not None:
+                self._observe(row)  # e.g. the metrics endpoint: here, not on the hot path
 
     def _gather_queued(self) -> None:
         """Add rows already queued to the held batch, up to the batch size, without waiting."""

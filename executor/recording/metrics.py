@@ -4,10 +4,11 @@ What it costs the hot path: nothing. The counters are the ones the exit lines pr
 collector calls the two snapshot functions it was given (the server's ``statistics()`` and the
 telemetry channel's, both returning the plain values of ``executor.recording.counters``) when
 Prometheus scrapes, in the endpoint's own thread. It is handed functions rather than the server,
-so this layer never imports the layers above it. The latency histograms are fed by the telemetry
-consumer as rows pass through it (one ``observe`` per row, on the consumer's side of the channel),
-never by a connection task. The HTTP server is ``prometheus_client``'s own, in its own threads;
-nothing of it runs on the Trio thread but starting it and (through a worker thread) stopping it.
+so this layer never imports the layers above it. The latency histograms and the orders-by-status
+counter are fed by the telemetry consumer as rows pass through it (one ``observe`` per row, on the
+consumer's side of the channel), never by a connection task. The HTTP server is
+``prometheus_client``'s own, in its own threads; nothing of it runs on the Trio thread but starting
+it and (through a worker thread) stopping it.
 
 Reading the counters from another thread is safe because each is a plain int that only the Trio
 thread writes (the GIL makes each read whole); a scrape is not one atomic snapshot across
@@ -23,13 +24,20 @@ from collections.abc import Callable, Iterator
 from typing import Final
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from executor import logs
 from executor.recording.counters import ServerStatistics, TelemetryStatistics
-from executor.recording.rows import LatencyRow, Stage
+from executor.recording.rows import (
+    LatencyRow,
+    OrderRow,
+    OrderRowKind,
+    OrderStatus,
+    Stage,
+    TelemetryRow,
+)
 
 NAMESPACE: Final = "trio_executor"
 
@@ -124,6 +132,36 @@ class LatencyHistograms:
             child.observe(row.duration_ms / 1000)
 
 
+class OrderStatusCounter:
+    """``orders_fired`` rows by final status, counted as the telemetry consumer takes them.
+
+    A resolution or a rejection is counted once, under its status; a ``pending`` row is not (its
+    resolution follows), so the sum is every real order that was decided. Exactly the rows the
+    audit trail was handed, like the histograms.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        counter = Counter(
+            "orders",
+            "orders_fired resolutions and rejections by status (as written to the database)",
+            labelnames=("status",),
+            namespace=NAMESPACE,
+            registry=registry,
+        )
+        final = [status for status in OrderStatus if status is not OrderStatus.PENDING]
+        self._children: dict[OrderStatus, Counter] = {
+            status: counter.labels(status=status.value) for status in final
+        }
+
+    def observe_row(self, row: OrderRow) -> None:
+        """Count one order row under its status (pending rows are ignored)."""
+        if row.kind is OrderRowKind.PENDING:
+            return
+        child = self._children.get(row.status)
+        if child is not None:
+            child.inc()
+
+
 class ExecutorCollector(Collector):
     """The exit lines' counters, read from the running server at scrape time.
 
@@ -205,7 +243,7 @@ def start_metrics_endpoint(
     address: tuple[str, int],
     server_statistics: Callable[[], ServerStatistics],
     telemetry_statistics: Callable[[], TelemetryStatistics],
-) -> tuple[MetricsEndpoint, Callable[[LatencyRow], None]]:
+) -> tuple[MetricsEndpoint, Callable[[TelemetryRow], None]]:
     """Bind the endpoint and start its thread; return it and the row observer.
 
     ``server_statistics`` and ``telemetry_statistics`` are what a scrape reports (see
@@ -216,6 +254,7 @@ def start_metrics_endpoint(
     """
     registry = CollectorRegistry(auto_describe=True)
     histograms = LatencyHistograms(registry)
+    orders = OrderStatusCounter(registry)
     registry.register(ExecutorCollector(server_statistics, telemetry_statistics))
     host, port = address
     try:
@@ -224,7 +263,14 @@ def start_metrics_endpoint(
         raise MetricsSetupError(
             f"cannot serve metrics on {host}:{port}: {error.strerror or error}"
         ) from None
-    return MetricsEndpoint(httpd, thread), histograms.observe_row
+
+    def observe(row: TelemetryRow) -> None:
+        if type(row) is LatencyRow:
+            histograms.observe_row(row)
+        elif type(row) is OrderRow:
+            orders.observe_row(row)
+
+    return MetricsEndpoint(httpd, thread), observe
 
 
 __all__ = [

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import configparser
+import contextlib
 import json
 import re
 import shlex
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -130,15 +133,27 @@ def dashboard_expressions() -> list[str]:
     return expressions
 
 
-def scrape(port: int) -> list[tuple[str, dict[str, str]]]:
-    """Every sample of ``/metrics``: its name and labels."""
+Sample = tuple[str, dict[str, str], float]
+
+
+def scrape(port: int) -> list[Sample]:
+    """Every sample of ``/metrics``: its name, labels and value."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
         text = reply.read().decode()
     return [
-        (sample.name, dict(sample.labels))
+        (sample.name, dict(sample.labels), sample.value)
         for family in text_string_to_metric_families(text)
         for sample in family.samples
     ]
+
+
+def orders_by_status(samples: list[Sample]) -> dict[str, int]:
+    """``trio_executor_orders_total`` by status, the statuses counted at least once."""
+    counts: dict[str, int] = {}
+    for name, labels, value in samples:
+        if name == "trio_executor_orders_total" and value:
+            counts[labels["status"]] = int(value)
+    return counts
 
 
 def metrics_port(executor: Executor) -> int:
@@ -150,7 +165,8 @@ def metrics_port(executor: Executor) -> int:
 
 
 def test_every_metric_the_dashboard_uses_is_served(spawner: Spawner, short_dir: Path) -> None:
-    """Each name (and each stage label value) in the dashboard's queries is in a live scrape."""
+    """Each name (and each stage label value) in the dashboard's queries is in a live scrape, and
+    the orders-by-status counter agrees with orders_fired."""
     socket_path = short_dir / "x.sock"
     executor = spawner.serve(
         socket_path,
@@ -162,12 +178,21 @@ def test_every_metric_the_dashboard_uses_is_served(spawner: Spawner, short_dir: 
         "--exchange",
         "fake",
     )
-    assert request_all(socket_path, [make_wake("dash-1")])[0].status == "accepted"
-    samples = scrape(metrics_port(executor))
+    wakes = [make_wake("dash-1"), make_wake("dash-2", exchange_index=0)]  # refused, then placed
+    assert [ack.status for ack in request_all(socket_path, wakes)] == ["accepted"] * 2
+    port = metrics_port(executor)
+    deadline = time.monotonic() + 20
+    while sum(orders_by_status(samples := scrape(port)).values()) < len(wakes):
+        assert time.monotonic() < deadline, orders_by_status(samples)
+        time.sleep(0.05)
     executor.signal(signal.SIGTERM)
     assert executor.wait() == 0
-    served = {name for name, _ in samples}
-    stages = {labels["stage"] for name, labels in samples if "stage" in labels}
+    with contextlib.closing(sqlite3.connect(short_dir / "t.db")) as db:
+        written = dict(db.execute("SELECT status, COUNT(*) FROM orders_fired GROUP BY status"))
+    assert orders_by_status(samples) == written  # the metric counts what the audit trail holds
+    assert set(written) == {"rejected", "filled"}
+    served = {name for name, _, _ in samples}
+    stages = {labels["stage"] for _, labels, _ in samples if "stage" in labels}
     used: set[str] = set()
     for expression in dashboard_expressions():
         names = set(METRIC_NAME.findall(expression))
