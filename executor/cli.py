@@ -218,10 +218,16 @@ def _serve(args: argparse.Namespace) -> int:
         KillSwitch(args.kill_switch, ttl_s=args.kill_switch_ttl) if args.kill_switch else None
     )
     telemetry_db = args.telemetry_db or default_telemetry_db()
+    # Read (and removed from the environment) once logging runs: a bad address is logged.
+    notifier = ServiceNotifier.from_environment(os.environ)
     order_path = None
     if settings.exchange.mode != "none":
         order_path = order_path_factory(
-            settings, telemetry_db=telemetry_db, kill_switch=kill_switch, signer=signer
+            settings,
+            telemetry_db=telemetry_db,
+            kill_switch=kill_switch,
+            signer=signer,
+            announce=notifier.status,
         )
     config = ServerConfig(
         socket_path=args.socket,
@@ -234,8 +240,7 @@ def _serve(args: argparse.Namespace) -> int:
         telemetry_linger_s=args.telemetry_linger,
         order_path=order_path,
         metrics_address=args.metrics,
-        # Read (and removed from the environment) once logging runs: a bad address is logged.
-        notifier=ServiceNotifier.from_environment(os.environ),
+        notifier=notifier,
     )
     server = ExecutorServer(config)
     # From here on SIGINT/SIGTERM never kill the process: before the signal task listens (and

@@ -230,10 +230,7 @@ class ExecutorServer:
 
     def _open_fire_path(self, telemetry: Telemetry) -> AbstractAsyncContextManager[FirePath]:
         if self.config.order_path is not None:
-            self._notifier.status(
-                "starting the order path: key, risk gate warm start, exchange pre-warm, "
-                "first account poll"
-            )
+            self._notifier.status("starting the order path")
             return self.config.order_path(telemetry)
         log.info("no exchange configured: fires are decided and counted, nothing is sent")
         return contextlib.nullcontext(self._fire_path)

@@ -78,6 +78,7 @@ def order_path_factory(
     telemetry_db: Path,
     kill_switch: KillSwitch | None,
     signer: KalshiSigner | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> OrderPathFactory:
     """The server's factory for ``settings`` (mode fake or real)."""
     return functools.partial(
@@ -86,6 +87,7 @@ def order_path_factory(
         telemetry_db=telemetry_db,
         kill_switch=kill_switch,
         signer=signer,
+        announce=announce,
     )
 
 
@@ -97,8 +99,12 @@ async def open_order_path(
     telemetry_db: Path,
     kill_switch: KillSwitch | None,
     signer: KalshiSigner | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> AsyncIterator[FirePath]:
     """Start everything real fires need and yield the fire path; take it down in order on exit.
+
+    ``announce``, when given, is told each start-up step as it begins, in words (the service
+    manager's ``STATUS=`` line, ``executor.notify``).
 
     Raises:
         StartupError: before yielding, when the key, the exchange or the fake cannot be set up.
@@ -107,11 +113,16 @@ async def open_order_path(
     client is closed; the fake exchange is cancelled last.
     """
     exchange = settings.exchange
+    step = announce or _silent
     async with trio.open_nursery() as services:
         try:
             async with AsyncExitStack() as stack:
+                if exchange.mode == "fake":
+                    step("starting the in-process fake exchange")
                 endpoint = await _endpoint(exchange, services, stack, signer)
+                step("warm-starting the risk gate from orders_fired")
                 risk = await _warm_risk_gate(settings, telemetry_db)
+                step(f"pre-warming the exchange client ({endpoint.base_url})")
                 try:
                     client = await stack.enter_async_context(open_exchange(endpoint))
                 except Exception as error:
@@ -120,6 +131,7 @@ async def open_order_path(
                         f"{str(error) or type(error).__name__}"
                     ) from None
                 if exchange.shadow_signing == "process":
+                    step("starting the shadow signing worker process")
                     process_signer = await stack.enter_async_context(
                         open_process_signer(endpoint.signer.private_key_path, endpoint.key_id)
                     )
@@ -132,6 +144,7 @@ async def open_order_path(
                     await lane_nursery.start(orders.lane.run)
                     try:
                         async with trio.open_nursery() as pollers:
+                            step("polling the account (balance, positions)")
                             await pollers.start(serve_account, client, orders.account, risk)
                             await pollers.start(
                                 serve_heartbeats,
@@ -148,6 +161,10 @@ async def open_order_path(
         finally:
             # After the client has closed: the fake exchange (if any) goes last.
             services.cancel_scope.cancel()
+
+
+def _silent(_step: str) -> None:
+    """An ``announce`` that tells nobody."""
 
 
 def _fire_path(

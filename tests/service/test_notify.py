@@ -159,20 +159,28 @@ def test_a_served_executor_notifies_in_order(
         "--exchange",
         exchange,
     )
-    starting = [_receive(sock)]
-    if exchange == "fake":
-        starting.append(_receive(sock))
-    ready = _receive(sock)
-    assert ready == f"READY=1\nSTATUS=serving on {socket_path}"
+    starting = []
+    while not (message := _receive(sock)).startswith("READY=1"):
+        starting.append(message)
+    assert message == f"READY=1\nSTATUS=serving on {socket_path}"
     with socket.socket(socket.AF_UNIX) as probe:  # READY=1 means a poller can connect now
         probe.connect(os.fspath(socket_path))
     expected = ["STATUS=opening the telemetry database"]
     if exchange == "fake":
-        expected.append(
-            "STATUS=starting the order path: key, risk gate warm start, exchange pre-warm, "
-            "first account poll"
-        )
-    assert starting == expected
+        expected += [
+            "STATUS=starting the order path",
+            "STATUS=starting the in-process fake exchange",
+            "STATUS=warm-starting the risk gate from orders_fired",
+        ]
+    assert starting[: len(expected)] == expected
+    if exchange == "fake":
+        assert starting[len(expected)].startswith("STATUS=pre-warming the exchange client (https://")
+        assert starting[len(expected) + 1 :] == [
+            "STATUS=starting the shadow signing worker process",
+            "STATUS=polling the account (balance, positions)",
+        ]
+    else:
+        assert starting == expected
     executor.signal(signal.SIGTERM)
     assert (
         _receive(sock) == "STOPPING=1\nSTATUS=shutting down: finishing in-flight frames and fires"
