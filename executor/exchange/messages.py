@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 ORDER_PATH: Final = "/trade-api/v2/portfolio/events/orders"
 BALANCE_PATH: Final = "/trade-api/v2/portfolio/balance"
 POSITIONS_PATH: Final = "/trade-api/v2/portfolio/positions"
+ORDERS_PATH: Final = "/trade-api/v2/portfolio/orders"
+"""``GET``: the account's orders, filtered and paged (reconciliation asks it about one order)."""
 
 MAX_ERROR_TEXT_CHARS: Final = 1000
 """An error body is quoted up to this many characters: a proxy's HTML page is not an audit row."""
@@ -79,6 +81,10 @@ class OrderStamps:
     sent_ns: int | None = None
     ack_ns: int | None = None
     attempts: int = 0
+    maybe_placed: bool = False
+    """Set once any attempt failed in a way that may have placed the order (a timeout after
+    the request may have been written, a connection lost after sending, a 5xx): the order's
+    outcome is then unknown unless a later attempt succeeds, and only the exchange can say."""
 
 
 class ExchangeError(Exception):
@@ -86,15 +92,29 @@ class ExchangeError(Exception):
 
     Attributes:
         status: the HTTP status, or None when no response came (connection error, timeout).
+        maybe_placed: whether the exchange may have acted on the request anyway: by default
+            true for a 5xx and false otherwise (a 4xx or a 429 is a definite refusal); the
+            transport says so explicitly where no status came.
     """
 
-    def __init__(self, text: str, *, status: int | None = None) -> None:
+    def __init__(
+        self, text: str, *, status: int | None = None, maybe_placed: bool | None = None
+    ) -> None:
         super().__init__(text)
         self.status = status
+        if maybe_placed is None:
+            maybe_placed = status is not None and status >= 500
+        self.maybe_placed = maybe_placed
 
 
 class ExchangeTimeout(ExchangeError):
-    """No response within the budget. Never retried: the order may have been placed."""
+    """No response within the budget. Never retried: the order may have been placed (unless the
+    transport knows the request never left, e.g. a connect timeout)."""
+
+    def __init__(
+        self, text: str, *, status: int | None = None, maybe_placed: bool | None = True
+    ) -> None:
+        super().__init__(text, status=status, maybe_placed=maybe_placed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,10 +181,13 @@ def parse_response(response: httpx.Response) -> dict[str, Any]:
     except orjson.JSONDecodeError:
         snippet = body[:200].decode("utf-8", errors="replace")
         raise ExchangeError(
-            f"{status} {reason}: response is not JSON: {snippet}", status=status
+            f"{status} {reason}: response is not JSON: {snippet}", status=status, maybe_placed=True
         ) from None
     if not isinstance(payload, dict):
-        raise ExchangeError(f"{status} {reason}: response is not a JSON object", status=status)
+        # A 2xx the exchange sent is an order it took; what became of it is for it to say.
+        raise ExchangeError(
+            f"{status} {reason}: response is not a JSON object", status=status, maybe_placed=True
+        )
     return payload
 
 

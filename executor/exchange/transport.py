@@ -30,6 +30,7 @@ from executor.exchange.messages import (
     BALANCE_PATH,
     DEFAULT_RETRY,
     ORDER_PATH,
+    ORDERS_PATH,
     POSITIONS_PATH,
     ExchangeError,
     ExchangeTimeout,
@@ -47,6 +48,7 @@ from executor.signer import HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP, Kals
 __all__ = [
     "BALANCE_PATH",
     "DEFAULT_RETRY",
+    "ORDERS_PATH",
     "ORDER_PATH",
     "POSITIONS_PATH",
     "ExchangeClient",
@@ -168,6 +170,7 @@ class ExchangeClient:
             try:
                 return await self._order_attempt(body, stamps, dry_run=dry_run)
             except ExchangeError as error:
+                stamps.maybe_placed = stamps.maybe_placed or error.maybe_placed
                 if stamps.attempts >= self.retry.max_attempts or not self.retry.retryable(error):
                     raise
                 delay_s = self.retry.delay_s(stamps.attempts, self._jitter())
@@ -218,7 +221,7 @@ class ExchangeClient:
         Raises:
             ExchangeError: the request failed or the answer has no integer ``balance``.
         """
-        payload = await self._get(BALANCE_PATH)
+        payload = await self.get_json(BALANCE_PATH)
         balance = payload.get("balance")
         if not isinstance(balance, int) or isinstance(balance, bool):
             raise ExchangeError(f"balance response has no integer 'balance': {payload!r:.200}")
@@ -233,7 +236,7 @@ class ExchangeClient:
         positions: dict[str, float] = {}
         params: dict[str, str] | None = None
         for _ in range(MAX_POSITION_PAGES):
-            payload = await self._get(POSITIONS_PATH, params)
+            payload = await self.get_json(POSITIONS_PATH, params)
             entries = payload.get("market_positions") or []
             if not isinstance(entries, list):
                 raise ExchangeError("positions response: 'market_positions' is not a list")
@@ -247,7 +250,17 @@ class ExchangeClient:
             params = {"cursor": str(cursor)}
         raise ExchangeError(f"positions: cursor still set after {MAX_POSITION_PAGES} pages")
 
-    async def _get(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]:
+    async def get_json(
+        self, path: str, params: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        """One signed ``GET path?params``, not retried; the JSON object it answered.
+
+        Off the order path (account poll, reconciliation): signed on the loop, with the 10 s
+        read budget.
+
+        Raises:
+            ExchangeError: the request failed, or the answer is not a JSON object.
+        """
         timestamp = str(wall_ms())
         signature = self._signer.sign(timestamp, "GET", path)
         request = self._http.build_request(
@@ -281,9 +294,18 @@ class ExchangeClient:
         except trio.TooSlowError:
             raise ExchangeTimeout(f"no response within {budget_s:g} s") from None
         except httpx.TimeoutException as error:
-            raise ExchangeTimeout(f"timed out: {_describe(error)}") from None
+            # No connection, or none free: the request never left, so nothing can have happened.
+            never_sent = isinstance(error, (httpx.ConnectTimeout, httpx.PoolTimeout))
+            raise ExchangeTimeout(
+                f"timed out: {_describe(error)}", maybe_placed=not never_sent
+            ) from None
         except httpx.TransportError as error:
-            raise ExchangeError(f"connection error: {_describe(error)}") from None
+            # A connect (or TLS) failure sent nothing; a read or write error may come after the
+            # request reached the exchange.
+            raise ExchangeError(
+                f"connection error: {_describe(error)}",
+                maybe_placed=not isinstance(error, httpx.ConnectError),
+            ) from None
 
 
 def _describe(error: Exception) -> str:

@@ -1,7 +1,8 @@
 """The fake exchange's account and order book, without I/O (DISPATCH.md §9).
 
 What the exchange decides for a request once it is authenticated: place an order (fill, kill or
-rest, idempotent on ``client_order_id``), read the balance, page through positions. The HTTPS
+rest, idempotent on ``client_order_id``), read the balance, page through positions and orders
+(``executor.fake.orders``), and fill or cancel a resting order later. The HTTPS
 server in ``executor.fake.exchange`` inherits this and adds TLS, HTTP and signature checks.
 """
 
@@ -15,9 +16,13 @@ from typing import Any, Final
 
 import orjson
 
+from executor.clock import wall_ms
+from executor.fake.orders import BadOrdersQuery, BookOrder, orders_page, parse_orders_query
+
 ORDER_PATH: Final = "/trade-api/v2/portfolio/events/orders"
 BALANCE_PATH: Final = "/trade-api/v2/portfolio/balance"
 POSITIONS_PATH: Final = "/trade-api/v2/portfolio/positions"
+ORDERS_PATH: Final = "/trade-api/v2/portfolio/orders"
 # Written out rather than imported from executor.exchange.transport: the fake checks the transport,
 # so it must not share its constants (a test asserts the two agree).
 
@@ -54,6 +59,7 @@ class FakeAccount:
         balance_cents: the balance (settable), debited by fills and their fees.
         positions: signed contracts per ticker (YES positive), built from fills (settable).
         orders: the response of every placed order, by ``client_order_id``.
+        book: every placed order as ``GET /portfolio/orders`` shows it, by ``client_order_id``.
         fill_rule: order JSON -> fill (True) or kill (False) for fill_or_kill / IOC orders.
     """
 
@@ -66,11 +72,17 @@ class FakeAccount:
         self.balance_cents = balance_cents
         self.positions: dict[str, float] = {}
         self.orders: dict[str, dict[str, Any]] = {}
+        self.book: dict[str, BookOrder] = {}
         self.fill_rule = fill_rule
 
     def answer(self, method: str, path: str, query: str, body: bytes) -> tuple[int, bytes]:
         """(status, JSON body) for one authenticated request."""
-        allowed = {ORDER_PATH: "POST", BALANCE_PATH: "GET", POSITIONS_PATH: "GET"}
+        allowed = {
+            ORDER_PATH: "POST",
+            BALANCE_PATH: "GET",
+            POSITIONS_PATH: "GET",
+            ORDERS_PATH: "GET",
+        }
         payload: dict[str, Any]
         try:
             if path not in allowed:
@@ -81,6 +93,8 @@ class FakeAccount:
                 payload = self.place_order(body)
             elif path == BALANCE_PATH:
                 payload = {"balance": self.balance_cents}
+            elif path == ORDERS_PATH:
+                payload = self.orders_list_page(query)
             else:
                 payload = self.positions_page(query)
         except ErrorReply as reply:
@@ -125,7 +139,79 @@ class FakeAccount:
                 average_fee_paid=f"{fee_dollars:.4f}",
             )
         self.orders[client_order_id] = response
+        self.book[client_order_id] = self._book_entry(order, response)
         return response
+
+    def _book_entry(self, order: dict[str, Any], response: dict[str, Any]) -> BookOrder:
+        """The order book's record of an order just placed (``response`` says how it went)."""
+        now_ms = wall_ms()
+        price, filled = Decimal(order["price"]), Decimal(response["fill_count"])
+        paid = price if order["side"] == "bid" else 1 - price
+        fee = Decimal(response.get("average_fee_paid") or 0)
+        index = order.get("exchange_index")
+        return BookOrder(
+            order_id=response["order_id"],
+            client_order_id=order["client_order_id"],
+            ticker=order["ticker"],
+            book_side=order["side"],
+            yes_price=price,
+            initial=Decimal(order["count"]),
+            filled=filled,
+            status=response["status"],
+            taker_cost=filled * paid,
+            maker_cost=Decimal(0),
+            taker_fees=filled * fee,
+            maker_fees=Decimal(0),
+            created_ms=now_ms,
+            updated_ms=now_ms,
+            self_trade_prevention_type=str(order.get("self_trade_prevention_type", "")),
+            exchange_index=index if isinstance(index, int) and index >= 0 else 0,
+        )
+
+    def orders_list_page(self, query: str) -> dict[str, Any]:
+        """One page of ``GET /portfolio/orders`` (filters in ``query``; 400 for a bad one)."""
+        try:
+            return orders_page(self.book, parse_orders_query(query))
+        except BadOrdersQuery as error:
+            raise ErrorReply(400, "invalid_parameters", str(error)) from None
+
+    def fill_resting(self, client_order_id: str, contracts: str | None = None) -> BookOrder:
+        """Fill a resting order as a maker (all that remains, or ``contracts`` of it).
+
+        The account moves as for any fill, without a fee (makers pay none here); the order is
+        ``executed`` once nothing remains.
+
+        Raises:
+            KeyError: no such order. ValueError: it is not resting, or too many contracts.
+        """
+        entry = self.book[client_order_id]
+        if entry.status != "resting":
+            raise ValueError(f"order {client_order_id} is {entry.status}, not resting")
+        amount = entry.remaining if contracts is None else Decimal(contracts)
+        if not 0 < amount <= entry.remaining:
+            raise ValueError(f"cannot fill {amount} of {entry.remaining} remaining")
+        self.balance_cents -= math.ceil(amount * entry.price_paid() * 100)
+        signed = float(amount) if entry.book_side == "bid" else -float(amount)
+        self.positions[entry.ticker] = self.positions.get(entry.ticker, 0.0) + signed
+        entry.filled += amount
+        entry.maker_cost += amount * entry.price_paid()
+        if entry.filled == entry.initial:
+            entry.status = "executed"
+        entry.updated_ms = wall_ms()
+        return entry
+
+    def cancel_resting(self, client_order_id: str) -> BookOrder:
+        """Cancel a resting order (what has filled stays filled).
+
+        Raises:
+            KeyError: no such order. ValueError: it is not resting.
+        """
+        entry = self.book[client_order_id]
+        if entry.status != "resting":
+            raise ValueError(f"order {client_order_id} is {entry.status}, not resting")
+        entry.status = "canceled"
+        entry.updated_ms = wall_ms()
+        return entry
 
     def positions_page(self, query: str) -> dict[str, Any]:
         """One page of positions, from the ``cursor`` in ``query`` (an offset; "" ends)."""

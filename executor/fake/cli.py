@@ -8,6 +8,10 @@ negative balance) one line and exit 2.
 Without ``--dir`` the credentials go to a fresh temporary directory, which is removed when the
 command ends, however it ends (a signal, a busy port): a throwaway private key must not outlive
 the fake that trusts it. A ``--dir`` given by the caller is the caller's and is left as it is.
+
+``--fault`` queues faults for the first order requests (``hang-after-place``: placed, never
+answered), so a fake that outlives the executor can hold an order's answer while the executor
+is killed.
 """
 
 from __future__ import annotations
@@ -27,10 +31,21 @@ import trio
 from executor.fake.exchange import (
     DEFAULT_BALANCE_CENTS,
     FakeCredentials,
+    Fault,
     always_fill,
     never_fill,
     serve_fake_exchange,
 )
+
+FAULTS = {
+    "hang": Fault("hang"),
+    "drop": Fault("drop"),
+    "hang-after-place": Fault("hang", place=True),
+    "drop-after-place": Fault("drop", place=True),
+}
+"""``--fault`` names: each queues one fault for the next order request. ``*-after-place`` place
+the order first, then never answer (hang) or close the connection (drop): the outcome a client
+cannot know without asking the exchange."""
 
 
 async def _run_command(credentials: FakeCredentials, args: argparse.Namespace) -> None:
@@ -46,6 +61,7 @@ async def _run_command(credentials: FakeCredentials, args: argparse.Namespace) -
                     fill_rule=never_fill if args.fill_rule == "kill" else always_fill,
                 )
             )
+            exchange.inject(*(FAULTS[name] for name in args.fault))
             line = json.dumps(
                 {
                     "base_url": exchange.base_url,
@@ -97,6 +113,13 @@ def main(argv: list[str] | None = None) -> int:
         help=f"the account's starting balance in cents (default {DEFAULT_BALANCE_CENTS})",
     )
     parser.add_argument("--fill-rule", choices=("fill", "kill"), default="fill")
+    parser.add_argument(
+        "--fault",
+        choices=sorted(FAULTS),
+        action="append",
+        default=[],
+        help="queue a fault for the next order request (repeatable; consumed in order)",
+    )
     args = parser.parse_args(argv)
     # stdout carries the one JSON line a caller parses; anything the fake logs goes to stderr.
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))

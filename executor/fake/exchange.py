@@ -5,12 +5,14 @@ A real HTTPS server on Trio: a per-run CA and a certificate for 127.0.0.1/localh
 hand). Every request's RSA-PSS signature is checked with the public key only, independently of
 ``executor.signer``, and its timestamp must be fresh; a failure answers 401.
 
-It speaks the three endpoints the executor uses (orders, balance, positions), keeps an account that
-fills debit, records every request it receives, and answers injected faults one per order request.
+It speaks the endpoints the executor uses (orders, balance, positions, the orders list), keeps an
+account that fills debit, records every request it receives, and answers injected faults one per
+order request.
 
 Run it from a shell::
 
     python -m executor.fake --port 8443 [--dir D] [--balance-cents N] [--fill-rule kill]
+        [--fault hang-after-place ...]
 
 It prints one JSON line (base_url, key_id, private_key_path, ca_file) once serving and runs until
 SIGINT or SIGTERM.

@@ -1,0 +1,186 @@
+"""Asking the exchange what became of orders: ``GET /portfolio/orders``, read as audit columns.
+
+Reconciliation (``executor.exchange.reconcile``) needs one thing from the exchange: for a few
+``client_order_id`` values on one ticker, the order as the exchange has it. :func:`find_orders`
+pages through ``GET /trade-api/v2/portfolio/orders?ticker=..&min_ts=..`` (signed; ``cursor``
+followed) until every id asked about is found or the pages end, and :func:`parse_exchange_order`
+turns each published ``Order`` (``../shared/reference/kalshi-openapi/get-orders.yaml``) into the
+values an ``orders_fired`` row holds, in the fixed-point form the order response uses:
+
+- status: ``executed`` or any fill -> ``filled``; ``resting`` -> ``accepted``; ``canceled`` with
+  nothing filled -> ``canceled`` (DISPATCH.md §4 step 6's rule, on the exchange's numbers);
+- ``fill_count`` / ``remaining_count``: ``fill_count_fp`` / ``remaining_count_fp`` verbatim;
+- ``average_fill_price``: the fill cost (taker + maker) per contract filled, on the YES side as
+  the order response quotes it (one minus the NO cost for an ``ask``), 4 decimals; NULL when
+  nothing filled, as the order response omits it;
+- ``average_fee_paid``: fees (taker + maker) per contract filled, 4 decimals; NULL likewise.
+
+``min_ts`` is Unix *seconds* (the published parameter is a "Unix timestamp"; the order endpoints'
+other times in seconds, ``expiration_time``, read the same way).
+
+Sans telemetry: the HTTP request is whatever ``reader`` does (the transport's signed ``get_json``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any, Final, Protocol
+
+from executor.exchange.messages import ORDERS_PATH, ExchangeError
+from executor.recording.rows import OrderStatus
+
+MAX_ORDER_PAGES: Final = 100
+"""Pages followed in one lookup before giving up: at the exchange's default of 100 orders a page,
+10,000 orders on one ticker since ``min_ts``; a cursor that runs further is an exchange bug."""
+
+PAGE_LIMIT: Final = 200
+"""``limit`` asked per page (the published maximum is 1000): one page covers a busy ticker's
+last minutes, and a page stays small enough to parse in well under a millisecond."""
+
+_FILL_DECIMALS: Final = Decimal("0.0001")
+"""Averages are written with 4 decimals, as the order response's fixed-point dollars are."""
+
+
+class SignedReader(Protocol):
+    """The part of ``executor.exchange.transport.ExchangeClient`` a lookup uses."""
+
+    async def get_json(
+        self, path: str, params: Mapping[str, str] | None = None
+    ) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeOrder:
+    """One order as the exchange has it, in ``orders_fired`` terms.
+
+    Attributes:
+        order_id: the exchange's id (``kalshi_order_id``).
+        client_order_id: ours.
+        exchange_status: the published status (resting, canceled, executed).
+        status: the row's status (filled, accepted, canceled).
+        fill_count / remaining_count: fixed-point strings, verbatim.
+        average_fill_price / average_fee_paid: fixed-point strings, None when nothing filled.
+        filled: ``fill_count`` as a number (what the risk gate is told).
+    """
+
+    order_id: str
+    client_order_id: str
+    exchange_status: str
+    status: OrderStatus
+    fill_count: str
+    remaining_count: str
+    average_fill_price: str | None
+    average_fee_paid: str | None
+    filled: float
+
+    @property
+    def resting(self) -> bool:
+        """Whether the order is still on the book (it may fill or be cancelled later)."""
+        return self.exchange_status == "resting"
+
+
+def _decimal(entry: Mapping[str, Any], name: str) -> Decimal:
+    value = entry.get(name)
+    if not isinstance(value, str):
+        raise ExchangeError(f"orders response: {name} is not a string: {value!r:.100}")
+    try:
+        number = Decimal(value)
+    except InvalidOperation:
+        raise ExchangeError(f"orders response: {name} is not a number: {value!r:.100}") from None
+    if not number.is_finite():
+        raise ExchangeError(f"orders response: {name} is not finite: {value!r:.100}")
+    return number
+
+
+def _optional_decimal(entry: Mapping[str, Any], name: str) -> Decimal:
+    return _decimal(entry, name) if entry.get(name) is not None else Decimal(0)
+
+
+def parse_exchange_order(entry: object) -> ExchangeOrder:
+    """One published ``Order`` as audit columns (the module docstring has the mapping).
+
+    Raises:
+        ExchangeError: the entry lacks a field the mapping needs, or has one of the wrong type.
+    """
+    if not isinstance(entry, dict):
+        raise ExchangeError(f"orders response: entry is not an object: {entry!r:.200}")
+    order_id, client_order_id = entry.get("order_id"), entry.get("client_order_id")
+    exchange_status = entry.get("status")
+    if not (isinstance(order_id, str) and isinstance(client_order_id, str)):
+        raise ExchangeError(f"orders response: entry without string ids: {entry!r:.200}")
+    if exchange_status not in ("resting", "canceled", "executed"):
+        raise ExchangeError(f"orders response: unknown status {exchange_status!r:.50}")
+    filled = _decimal(entry, "fill_count_fp")
+    _decimal(entry, "remaining_count_fp")  # validated: it is written verbatim below
+    if filled > 0 or exchange_status == "executed":
+        status = OrderStatus.FILLED
+    elif exchange_status == "resting":
+        status = OrderStatus.ACCEPTED
+    else:
+        status = OrderStatus.CANCELED
+    average_price: str | None = None
+    average_fee: str | None = None
+    if filled > 0:
+        cost = _optional_decimal(entry, "taker_fill_cost_dollars") + _optional_decimal(
+            entry, "maker_fill_cost_dollars"
+        )
+        fees = _optional_decimal(entry, "taker_fees_dollars") + _optional_decimal(
+            entry, "maker_fees_dollars"
+        )
+        per_contract = cost / filled
+        yes_price = per_contract if entry.get("book_side", "bid") == "bid" else 1 - per_contract
+        average_price = str(yes_price.quantize(_FILL_DECIMALS))
+        average_fee = str((fees / filled).quantize(_FILL_DECIMALS))
+    return ExchangeOrder(
+        order_id=order_id,
+        client_order_id=client_order_id,
+        exchange_status=str(exchange_status),
+        status=status,
+        fill_count=str(entry["fill_count_fp"]),
+        remaining_count=str(entry["remaining_count_fp"]),
+        average_fill_price=average_price,
+        average_fee_paid=average_fee,
+        filled=float(filled),
+    )
+
+
+async def find_orders(
+    reader: SignedReader, ticker: str, min_ts_s: int, client_order_ids: Collection[str]
+) -> dict[str, ExchangeOrder]:
+    """The orders among ``client_order_ids`` the exchange has on ``ticker`` since ``min_ts_s``.
+
+    Pages are followed until every id is found or the cursor ends; an id absent from the result
+    is one the exchange does not have (in that window).
+
+    Raises:
+        ExchangeError: a page failed or was malformed, or the cursor never ended.
+    """
+    wanted = set(client_order_ids)
+    found: dict[str, ExchangeOrder] = {}
+    params = {"ticker": ticker, "min_ts": str(min_ts_s), "limit": str(PAGE_LIMIT)}
+    for _ in range(MAX_ORDER_PAGES):
+        payload = await reader.get_json(ORDERS_PATH, params)
+        entries = payload.get("orders")
+        if not isinstance(entries, list):
+            raise ExchangeError("orders response: 'orders' is not a list")
+        for entry in entries:
+            if isinstance(entry, dict) and entry.get("client_order_id") in wanted:
+                order = parse_exchange_order(entry)
+                found[order.client_order_id] = order
+        cursor = payload.get("cursor")
+        if len(found) == len(wanted) or not cursor:
+            return found
+        params = {**params, "cursor": str(cursor)}
+    raise ExchangeError(f"orders: cursor still set after {MAX_ORDER_PAGES} pages")
+
+
+__all__ = [
+    "MAX_ORDER_PAGES",
+    "PAGE_LIMIT",
+    "ExchangeOrder",
+    "SignedReader",
+    "find_orders",
+    "parse_exchange_order",
+]

@@ -1,0 +1,93 @@
+"""Reading back the ``orders_fired`` rows whose outcome an earlier run never learned (blocking).
+
+At start-up, before the socket is published, the executor asks the exchange about every order of
+the warm-start window that did not reach a final state (``executor.exchange.reconcile``). This
+module finds them: rows whose status is ``pending`` (the run died between sending and the
+resolution), ``submitted`` (an answer without a fill count), ``accepted`` (resting on the book
+when the run ended; likewise a good_till_canceled ``filled`` row with contracts remaining), or
+``error`` with an outcome the dispatcher could not know (its
+``error_message`` starts with :data:`OUTCOME_UNKNOWN_PREFIX`, or is the shutdown text: a dispatch
+cut while its request may have been on the wire). Every other ``error`` (a 4xx, a connect failure)
+was a definite refusal and is left alone.
+
+The rows come back whole, as :class:`~executor.recording.rows.OrderRow` values of kind
+``RESOLUTION``, so a correction is the same row with the exchange's columns replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from pathlib import Path
+from typing import Any, Final
+
+from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
+
+OUTCOME_UNKNOWN_PREFIX: Final = "outcome unknown: "
+"""How the dispatcher's ``error`` row begins when the order may have been placed: the marker a
+later start-up looks for (the cause follows it)."""
+
+CANCELLED_AT_SHUTDOWN: Final = "cancelled at shutdown"
+"""The dispatcher's text for a dispatch cut by shutdown (DISPATCH.md §4 step 7)."""
+
+RECONCILED_PREFIX: Final = "reconciled with the exchange after: "
+"""How a row the exchange's answer corrected begins its ``error_message`` (the cause follows)."""
+
+NO_SUCH_ORDER_PREFIX: Final = "the exchange has no such order after: "
+"""How an ``error`` row begins when the exchange, asked, did not have the order."""
+
+_COLUMNS: Final = (
+    "correlation_id, client_order_id, kalshi_order_id, ticker, correlation_group, outcome_side,"
+    " count, price_dollars, time_in_force, self_trade_prevention_type, post_only, status,"
+    " error_message, fill_count, remaining_count, average_fill_price, average_fee_paid,"
+    " requested_at_ms, submitted_at_ms, acknowledged_at_ms"
+)
+
+_OPEN_ORDERS_SQL: Final = (
+    f"SELECT {_COLUMNS} FROM orders_fired WHERE requested_at_ms > ? AND ("
+    " status IN ('pending', 'submitted', 'accepted')"
+    " OR (status = 'filled' AND time_in_force = 'good_till_canceled'"
+    "     AND CAST(remaining_count AS REAL) > 0)"
+    " OR (status = 'error' AND kalshi_order_id IS NULL"
+    "     AND (substr(error_message, 1, ?) = ? OR error_message = ?)))"
+    " ORDER BY requested_at_ms, id"
+)
+
+
+def load_open_orders(db_path: Path, since_ms: int) -> list[OrderRow]:
+    """The rows requested after ``since_ms`` whose outcome is still to be learned, oldest first.
+
+    The file is opened read-only; a missing file or one without ``orders_fired`` gives ``[]``.
+
+    Raises:
+        sqlite3.Error: the file exists but cannot be read.
+    """
+    if not db_path.exists():
+        return []
+    uri = f"{db_path.resolve().as_uri()}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
+        (has_table,) = connection.execute(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'orders_fired'"
+        ).fetchone()
+        if not has_table:
+            return []
+        rows = connection.execute(
+            _OPEN_ORDERS_SQL,
+            (since_ms, len(OUTCOME_UNKNOWN_PREFIX), OUTCOME_UNKNOWN_PREFIX, CANCELLED_AT_SHUTDOWN),
+        ).fetchall()
+    names = [name.strip() for name in _COLUMNS.split(",")]
+    opened: list[OrderRow] = []
+    for values in rows:
+        columns: dict[str, Any] = dict(zip(names, values, strict=True))
+        columns["status"] = OrderStatus(columns["status"])
+        opened.append(OrderRow(kind=OrderRowKind.RESOLUTION, **columns))
+    return opened
+
+
+__all__ = [
+    "CANCELLED_AT_SHUTDOWN",
+    "NO_SUCH_ORDER_PREFIX",
+    "OUTCOME_UNKNOWN_PREFIX",
+    "RECONCILED_PREFIX",
+    "load_open_orders",
+]
