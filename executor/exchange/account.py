@@ -7,6 +7,10 @@ exchange booked after that moment is not in the answer, so the gate keeps counti
 poll keeps the last good values, logs (rate-limited) and tries again at the next interval; it never
 stops the executor.
 
+With each poll (after the first), the orders still resting on the book are looked at too
+(``follow_resting``: ``executor.exchange.reconcile.Reconciler.poll_resting``), so a
+good_till_canceled order's later fill or cancellation reaches its row and the risk gate.
+
 ``serve_heartbeats`` writes the ``heartbeats`` row (``process = 'executor'``) every
 ``HEARTBEAT_INTERVAL_S``.
 """
@@ -15,7 +19,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
@@ -109,10 +113,16 @@ async def serve_account(
     risk: RiskGate | None,
     *,
     interval_s: float = ACCOUNT_POLL_INTERVAL_S,
+    follow_resting: Callable[[], Awaitable[None]] | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Poll once, report started, then poll every ``interval_s`` until cancelled."""
+    """Poll once, report started, then poll every ``interval_s`` until cancelled.
+
+    ``follow_resting``, when given, runs after every later poll (start-up has just reconciled
+    the resting orders itself); an error in it is logged and the polling goes on.
+    """
     warnings = _RateLimitedWarning(POLL_WARNING_INTERVAL_S)
+    resting_warnings = _RateLimitedWarning(POLL_WARNING_INTERVAL_S)
     if await poll_account_once(client, state, risk, warnings):
         log.info(
             "account polled", balance_dollars=state.balance_dollars, positions=len(state.positions)
@@ -121,6 +131,11 @@ async def serve_account(
     while True:
         await trio.sleep(interval_s)
         await poll_account_once(client, state, risk, warnings)
+        if follow_resting is not None:
+            try:
+                await follow_resting()
+            except Exception as error:  # a bug there must not stop the balance and positions
+                resting_warnings.warn("resting orders poll failed", error=repr(error))
 
 
 async def serve_heartbeats(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -96,6 +97,35 @@ async def test_serve_account_polls_before_started_and_then_every_interval(
         assert state.balance_dollars == 1234.56  # kept through the failures
         assert len(logs) == 1  # rate-limited: one warning for three failures
         nursery.cancel_scope.cancel()
+
+
+async def test_resting_orders_are_followed_with_every_later_poll(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The resting-orders look runs after each poll but the first (start-up did that one), and
+    one that raises is logged without stopping the balance and positions."""
+    account, state = FakeAccount(), AccountState()
+    looks: list[int] = []
+
+    async def follow_resting() -> None:
+        await trio.lowlevel.checkpoint()
+        looks.append(account.polls)
+        if len(looks) == 2:
+            raise RuntimeError("bug in the follower")
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(
+            functools.partial(serve_account, follow_resting=follow_resting),
+            account,
+            state,
+            None,
+        )
+        assert looks == []
+        with capture_logs() as logs:
+            await trio.sleep(ACCOUNT_POLL_INTERVAL_S * 3 + 1)
+        nursery.cancel_scope.cancel()
+    assert looks == [2, 3, 4]
+    assert [log["event"] for log in logs] == ["resting orders poll failed"]
 
 
 async def test_heartbeat_rows_every_interval(autojump_clock: trio.testing.MockClock) -> None:
