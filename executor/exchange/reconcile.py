@@ -41,10 +41,10 @@ from executor.clock import wall_ms
 from executor.exchange.messages import ExchangeError
 from executor.exchange.order_lookup import ExchangeOrder, SignedReader, find_orders
 from executor.recording.open_orders import (
-    CANCELLED_AT_SHUTDOWN,
     NO_SUCH_ORDER_PREFIX,
-    OUTCOME_UNKNOWN_PREFIX,
     RECONCILED_PREFIX,
+    rests,
+    startup_cause,
 )
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 
@@ -70,13 +70,22 @@ SETTLED_AFTER_MS: Final = 30_000
 """At start-up, a row sent longer ago than this (ms) is looked up once: the exchange has long
 listed it if it has it. Younger rows get the full tries."""
 
-GOOD_TILL_CANCELED: Final = "good_till_canceled"
-
 
 class OrderRowSink(Protocol):
     """Where corrected rows go (``executor.telemetry.Telemetry.record_order`` fits)."""
 
     async def record_order(self, row: OrderRow, *, timeout_s: float = ...) -> None: ...
+
+
+@dataclass
+class CollectedRows:
+    """An :class:`OrderRowSink` that keeps the rows (start-up commits them in one go)."""
+
+    rows: list[OrderRow] = dataclasses.field(default_factory=list)
+
+    async def record_order(self, row: OrderRow, *, timeout_s: float = 0.0) -> None:
+        """Keep ``row``. Cancellation: never checkpoints."""
+        self.rows.append(row)
 
 
 class FillRecorder(Protocol):
@@ -125,29 +134,6 @@ class StartupSummary:
     resting: int = 0
     absent: int = 0
     unanswered: int = 0
-
-
-def startup_cause(row: OrderRow) -> str | None:
-    """Why an earlier run's row is unresolved (None for a resting order, which is followed)."""
-    message = row.error_message or ""
-    if row.status is OrderStatus.ERROR:
-        return message.removeprefix(OUTCOME_UNKNOWN_PREFIX) or CANCELLED_AT_SHUTDOWN
-    if row.status in (OrderStatus.PENDING, OrderStatus.SUBMITTED):
-        return f"left {row.status} by an earlier run"
-    return None
-
-
-def rests(row: OrderRow) -> bool:
-    """Whether a row's order may still be on the book: good_till_canceled, contracts remaining."""
-    if row.time_in_force != GOOD_TILL_CANCELED or row.status not in (
-        OrderStatus.ACCEPTED,
-        OrderStatus.FILLED,
-    ):
-        return False
-    try:
-        return float(row.remaining_count or "0") > 0
-    except ValueError:
-        return False
 
 
 def _filled(row: OrderRow) -> float:
@@ -206,13 +192,18 @@ class Reconciler:
         return resolution
 
     async def reconcile(
-        self, orders: Sequence[Unresolved], *, tries: int, tell_fills: bool = True
+        self,
+        orders: Sequence[Unresolved],
+        *,
+        tries: int,
+        tell_fills: bool = True,
+        sink: OrderRowSink | None = None,
     ) -> list[Resolution]:
         """Look ``orders`` up (grouped by ticker), up to ``tries`` times, and write what is learned.
 
         ``tell_fills``: a resting order's new fills go to :attr:`fills` (not at start-up, where
-        the warm start reads them from the corrected rows). Returns one :class:`Resolution` per
-        order, in the order given.
+        the warm start reads them from the corrected rows). ``sink`` replaces the reconciler's
+        own for these rows. Returns one :class:`Resolution` per order, in the order given.
         """
         pending = {order.row.client_order_id: order for order in orders}
         found: dict[str, ExchangeOrder] = {}
@@ -236,10 +227,19 @@ class Reconciler:
                         del pending[client_order_id]
             if not pending:
                 break
-        return [await self._conclude(order, found, errors, tell_fills) for order in orders]
+        writes_to = sink or self._sink
+        return [
+            await self._conclude(order, found, errors, tell_fills, writes_to) for order in orders
+        ]
 
-    async def reconcile_at_startup(self, rows: Sequence[OrderRow]) -> StartupSummary:
-        """Resolve an earlier run's unresolved rows; follow those still resting; log one line."""
+    async def reconcile_at_startup(
+        self, rows: Sequence[OrderRow], sink: OrderRowSink | None = None
+    ) -> StartupSummary:
+        """Resolve an earlier run's unresolved rows; follow those still resting; log one line.
+
+        ``sink``: where the corrections go (start-up collects them to commit before the warm
+        start), instead of the reconciler's own.
+        """
         if not rows:
             return StartupSummary()
         now_ms = self._clock()
@@ -248,6 +248,7 @@ class Reconciler:
             [Unresolved(row, startup_cause(row)) for row in rows],
             tries=RECONCILE_TRIES if recent else 1,
             tell_fills=False,
+            sink=sink,
         )
         counts = dict.fromkeys(("filled", "canceled", "resting", "absent", "unanswered"), 0)
         for resolution in resolutions:
@@ -276,12 +277,13 @@ class Reconciler:
         found: dict[str, ExchangeOrder],
         errors: dict[str, str],
         tell_fills: bool,
+        sink: OrderRowSink,
     ) -> Resolution:
         """Write and log what was learned about ``order``; count it if it was unresolved."""
         row, cause = order.row, order.cause
         exchange_order = found.get(row.client_order_id)
         if exchange_order is not None:
-            return await self._found(row, cause, exchange_order, tell_fills)
+            return await self._found(row, cause, exchange_order, tell_fills, sink)
         error = errors.get(row.client_order_id)
         fields = {"client_order_id": row.client_order_id, "ticker": row.ticker, "cause": cause}
         if cause is None:
@@ -306,12 +308,17 @@ class Reconciler:
             status=OrderStatus.ERROR,
             error_message=f"{NO_SUCH_ORDER_PREFIX}{cause}",
         )
-        await self._sink.record_order(absent)
+        await sink.record_order(absent)
         log.warning("reconcile failed: the exchange has no such order", **fields)
         return Resolution(absent, Verdict.ABSENT)
 
     async def _found(
-        self, row: OrderRow, cause: str | None, exchange_order: ExchangeOrder, tell_fills: bool
+        self,
+        row: OrderRow,
+        cause: str | None,
+        exchange_order: ExchangeOrder,
+        tell_fills: bool,
+        sink: OrderRowSink,
     ) -> Resolution:
         corrected = dataclasses.replace(
             row,
@@ -337,10 +344,10 @@ class Reconciler:
             self._resting.pop(row.client_order_id, None)
         if cause is not None:
             self.reconciled += 1
-            await self._sink.record_order(corrected)
+            await sink.record_order(corrected)
             log.warning("order reconciled with the exchange", cause=cause, **fields)
         elif corrected != row:
-            await self._sink.record_order(corrected)
+            await sink.record_order(corrected)
             added = exchange_order.filled - _filled(row)
             if added > 0 and tell_fills and self.fills is not None:
                 self.fills.record_fill(
@@ -375,6 +382,7 @@ __all__ = [
     "MIN_TS_MARGIN_S",
     "RECONCILE_DELAYS_S",
     "RECONCILE_TRIES",
+    "CollectedRows",
     "FillRecorder",
     "OrderRowSink",
     "Reconciler",
@@ -382,6 +390,4 @@ __all__ = [
     "StartupSummary",
     "Unresolved",
     "Verdict",
-    "rests",
-    "startup_cause",
 ]

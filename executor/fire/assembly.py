@@ -8,8 +8,10 @@ bound, and left after the fires nursery is done, before telemetry closes. In bet
     shadow lane     signs shadow fires; closed and drained at exit
     pollers         the account poll (first poll before serving) and the heartbeat
 
-Start-up order: key and endpoint, the risk gate's warm start from ``orders_fired`` (a worker
-thread), the pre-warmed client, the first account poll. Every failure there is one
+Start-up order: key and endpoint, the pre-warmed client, reconciliation of the rows earlier runs
+left unresolved (``executor.exchange.reconcile``; the corrections committed first), the risk
+gate's warm start from the corrected ``orders_fired`` (a worker thread), the first account poll
+(later polls also follow resting orders). Every failure there is one
 :class:`StartupError` line. Exit order: pollers cancelled, shadow lane drained, client closed, fake
 exchange stopped, so in-flight orders have finished (and queued their resolution rows) before the
 client goes, and the rows are all queued before the server closes telemetry.
@@ -33,16 +35,19 @@ from executor.config import ConfigError, ExchangeSettings, Settings, StartupErro
 from executor.decide.killswitch import KillSwitch
 from executor.decide.recent_orders import load_recent_orders
 from executor.decide.risk import RiskGate
+from executor.decide.risk_limits import DAY_MS
 from executor.exchange.account import AccountState, serve_account, serve_heartbeats
 from executor.exchange.dispatcher import OrderDispatcher, OrderPolicy
+from executor.exchange.reconcile import CollectedRows, Reconciler
 from executor.exchange.shadow_lane import ShadowLane
 from executor.exchange.sign_worker import open_process_signer
 from executor.exchange.stages import PerfToWall
 from executor.exchange.transport import ExchangeClient, ExchangeEndpoint, open_exchange
 from executor.fake.exchange import FakeCredentials, serve_fake_exchange
 from executor.fire.path import FirePath, OrderPath
+from executor.recording.open_orders import load_open_orders, write_corrections
 from executor.signer import KalshiSigner, SignerKeyError
-from executor.telemetry import Telemetry
+from executor.telemetry import Telemetry, row_fields
 
 log = structlog.get_logger()
 
@@ -120,8 +125,6 @@ async def open_order_path(
                 if exchange.mode == "fake":
                     step("starting the in-process fake exchange")
                 endpoint = await _endpoint(exchange, services, stack, signer)
-                step("warm-starting the risk gate from orders_fired")
-                risk = await _warm_risk_gate(settings, telemetry_db)
                 step(f"pre-warming the exchange client ({endpoint.base_url})")
                 try:
                     client = await stack.enter_async_context(open_exchange(endpoint))
@@ -130,6 +133,12 @@ async def open_order_path(
                         f"exchange {endpoint.base_url} cannot be reached: "
                         f"{str(error) or type(error).__name__}"
                     ) from None
+                reconciler = Reconciler(client, telemetry)
+                step("reconciling the orders earlier runs left unresolved")
+                await _reconcile_earlier_runs(reconciler, telemetry_db)
+                step("warm-starting the risk gate from orders_fired")
+                risk = await _warm_risk_gate(settings, telemetry_db)
+                reconciler.fills = risk
                 if exchange.shadow_signing == "process":
                     step("starting the shadow signing worker process")
                     process_signer = await stack.enter_async_context(
@@ -145,7 +154,14 @@ async def open_order_path(
                     try:
                         async with trio.open_nursery() as pollers:
                             step("polling the account (balance, positions)")
-                            await pollers.start(serve_account, client, orders.account, risk)
+                            await pollers.start(
+                                functools.partial(
+                                    serve_account, follow_resting=reconciler.poll_resting
+                                ),
+                                client,
+                                orders.account,
+                                risk,
+                            )
                             await pollers.start(
                                 serve_heartbeats,
                                 telemetry,
@@ -235,6 +251,23 @@ async def _endpoint(
         base_url=exchange.base_url,
     )
     return ExchangeEndpoint(exchange.base_url, exchange.key_id, signer, exchange.ca_file)
+
+
+async def _reconcile_earlier_runs(reconciler: Reconciler, telemetry_db: Path) -> None:
+    """Resolve the rows earlier runs left unresolved, committed before the warm start reads.
+
+    Blocking reads and the one commit run in worker threads. A correction that cannot be
+    committed is logged with its row; the row keeps its marker for the next start-up.
+    """
+    since_ms = wall_ms() - DAY_MS  # the warm start's window
+    rows = await trio.to_thread.run_sync(load_open_orders, telemetry_db, since_ms)
+    collected = CollectedRows()
+    await reconciler.reconcile_at_startup(rows, sink=collected)
+    if not collected.rows:
+        return
+    outcome = await trio.to_thread.run_sync(write_corrections, telemetry_db, collected.rows)
+    for row, error in outcome.order_failures:
+        log.error("start-up correction not written", row=row_fields(row), error=error)
 
 
 async def _warm_risk_gate(settings: Settings, telemetry_db: Path) -> RiskGate | None:

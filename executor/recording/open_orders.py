@@ -11,7 +11,9 @@ cut while its request may have been on the wire). Every other ``error`` (a 4xx, 
 was a definite refusal and is left alone.
 
 The rows come back whole, as :class:`~executor.recording.rows.OrderRow` values of kind
-``RESOLUTION``, so a correction is the same row with the exchange's columns replaced.
+``RESOLUTION``, so a correction is the same row with the exchange's columns replaced;
+:func:`write_corrections` commits the corrections (the writer's upsert) before the risk gate's
+warm start reads the table.
 """
 
 from __future__ import annotations
@@ -22,6 +24,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
+from executor.recording.sqlite_writer import (
+    BatchOutcome,
+    close_database,
+    open_database,
+    write_batch,
+)
 
 OUTCOME_UNKNOWN_PREFIX: Final = "outcome unknown: "
 """How the dispatcher's ``error`` row begins when the order may have been placed: the marker a
@@ -54,6 +62,33 @@ _OPEN_ORDERS_SQL: Final = (
 )
 
 
+GOOD_TILL_CANCELED: Final = "good_till_canceled"
+"""The time in force whose orders rest on the book."""
+
+
+def startup_cause(row: OrderRow) -> str | None:
+    """Why an earlier run's row is unresolved (None for a resting order, which is followed)."""
+    message = row.error_message or ""
+    if row.status is OrderStatus.ERROR:
+        return message.removeprefix(OUTCOME_UNKNOWN_PREFIX) or CANCELLED_AT_SHUTDOWN
+    if row.status in (OrderStatus.PENDING, OrderStatus.SUBMITTED):
+        return f"left {row.status} by an earlier run"
+    return None
+
+
+def rests(row: OrderRow) -> bool:
+    """Whether a row's order may still be on the book: good_till_canceled, contracts remaining."""
+    if row.time_in_force != GOOD_TILL_CANCELED or row.status not in (
+        OrderStatus.ACCEPTED,
+        OrderStatus.FILLED,
+    ):
+        return False
+    try:
+        return float(row.remaining_count or "0") > 0
+    except ValueError:
+        return False
+
+
 def load_open_orders(db_path: Path, since_ms: int) -> list[OrderRow]:
     """The rows requested after ``since_ms`` whose outcome is still to be learned, oldest first.
 
@@ -84,10 +119,30 @@ def load_open_orders(db_path: Path, since_ms: int) -> list[OrderRow]:
     return opened
 
 
+def write_corrections(db_path: Path, rows: list[OrderRow]) -> BatchOutcome:
+    """Commit start-up's corrected rows before the warm start reads the table (blocking).
+
+    A connection of its own, for this one transaction: start-up runs before any fire, so the
+    telemetry writer has nothing of the order path to write beside it, and the warm start must
+    read these rows committed (WAL and ``busy_timeout`` cover a reference poller writing too).
+
+    Raises:
+        TelemetryOpenError: the file cannot be opened for writing.
+    """
+    connection, _ = open_database(db_path)
+    try:
+        return write_batch(connection, list(rows))
+    finally:
+        close_database(connection, db_path)
+
+
 __all__ = [
     "CANCELLED_AT_SHUTDOWN",
     "NO_SUCH_ORDER_PREFIX",
     "OUTCOME_UNKNOWN_PREFIX",
     "RECONCILED_PREFIX",
     "load_open_orders",
+    "rests",
+    "startup_cause",
+    "write_corrections",
 ]

@@ -27,8 +27,6 @@ from executor.exchange.reconcile import (
     Reconciler,
     Unresolved,
     Verdict,
-    rests,
-    startup_cause,
 )
 from executor.exchange.transport import (
     ORDERS_PATH,
@@ -44,6 +42,8 @@ from executor.recording.open_orders import (
     NO_SUCH_ORDER_PREFIX,
     OUTCOME_UNKNOWN_PREFIX,
     RECONCILED_PREFIX,
+    rests,
+    startup_cause,
 )
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 from tests.support.inprocess import fake_endpoint
