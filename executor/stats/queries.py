@@ -20,6 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from executor.recording.open_orders import (
+    CANCELLED_AT_SHUTDOWN,
+    NO_SUCH_ORDER_PREFIX,
+    OUTCOME_UNKNOWN_PREFIX,
+    RECONCILED_PREFIX,
+)
 from executor.stats.percentile import percentile_of_sorted
 
 SCHEMA_ID: Final = "trio-executor.stats/1"
@@ -262,6 +268,41 @@ def read_orders(connection: sqlite3.Connection, since_ms: int | None) -> dict[st
         "total": sum(by_status.values()),
         "by_status": by_status,
         "top_errors": [{"error_message": message, "count": count} for message, count in top],
+        "reconciliation": _read_reconciliation(connection, where, params),
+    }
+
+
+def _read_reconciliation(
+    connection: sqlite3.Connection, where: str, params: list[Any]
+) -> dict[str, int]:
+    """Rows the exchange's answer corrected, rows it did not have, rows still unknown.
+
+    Read from ``error_message``, which reconciliation writes (``executor.exchange.reconcile``):
+    the executor's ``reconciled`` / ``reconcile_failed`` counters over the file's history, less
+    the failures that could not ask the exchange (those rows stay ``outcome_unknown``).
+    """
+    prefix = f"{where} {'AND' if where else 'WHERE'}"
+    (reconciled, failed, unknown) = connection.execute(
+        "SELECT COUNT(*) FILTER (WHERE substr(error_message, 1, ?) = ?),"
+        " COUNT(*) FILTER (WHERE status = 'error' AND substr(error_message, 1, ?) = ?),"
+        " COUNT(*) FILTER (WHERE status = 'error' AND kalshi_order_id IS NULL"
+        "   AND (substr(error_message, 1, ?) = ? OR error_message = ?))"
+        f" FROM orders_fired {prefix} error_message IS NOT NULL",
+        [
+            len(RECONCILED_PREFIX),
+            RECONCILED_PREFIX,
+            len(NO_SUCH_ORDER_PREFIX),
+            NO_SUCH_ORDER_PREFIX,
+            len(OUTCOME_UNKNOWN_PREFIX),
+            OUTCOME_UNKNOWN_PREFIX,
+            CANCELLED_AT_SHUTDOWN,
+            *params,
+        ],
+    ).fetchone()
+    return {
+        "reconciled": int(reconciled),
+        "reconcile_failed": int(failed),
+        "outcome_unknown": int(unknown),
     }
 
 

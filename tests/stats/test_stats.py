@@ -19,6 +19,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from executor.recording.open_orders import (
+    NO_SUCH_ORDER_PREFIX,
+    OUTCOME_UNKNOWN_PREFIX,
+    RECONCILED_PREFIX,
+)
 from executor.recording.sqlite_writer import open_database
 from executor.stats import command as stats
 from executor.stats import queries as stats_db
@@ -206,6 +211,7 @@ def test_orders_and_heartbeats_when_the_tables_exist(
             {"error_message": "timeout", "count": 3},
             {"error_message": "http 500", "count": 1},
         ],
+        "reconciliation": {"reconciled": 0, "reconcile_failed": 0, "outcome_unknown": 0},
     }
     (beat,) = document["heartbeats"]
     assert (beat["process"], beat["pid"], beat["queue_depth"], beat["dropped_rows"]) == (
@@ -215,6 +221,37 @@ def test_orders_and_heartbeats_when_the_tables_exist(
         3,
     )
     assert 5.0 <= beat["age_s"] < 5.0 + 600
+
+
+def test_reconciled_and_unresolved_orders_are_counted(
+    capsys: pytest.CaptureFixture[str], known_db: tuple[Path, dict[tuple[str, str], list[float]]]
+) -> None:
+    """Rows reconciliation corrected, rows the exchange did not have, and rows still of
+    unknown outcome are counted apart (a definite error is none of them)."""
+    path, _ = known_db
+    rows = [
+        ("filled", RECONCILED_PREFIX + "no response within 2 s"),
+        ("canceled", RECONCILED_PREFIX + "left pending by an earlier run"),
+        ("error", NO_SUCH_ORDER_PREFIX + "no response within 2 s"),
+        ("error", OUTCOME_UNKNOWN_PREFIX + "no response within 2 s"),
+        ("error", "cancelled at shutdown"),
+        ("error", "400 invalid_parameters: bad"),
+    ]
+    with connect(path) as db:
+        for index, (status, error) in enumerate(rows):
+            db.execute(
+                "INSERT INTO orders_fired (correlation_id, client_order_id, ticker, outcome_side,"
+                " count, price_dollars, time_in_force, self_trade_prevention_type, status,"
+                " error_message, requested_at_ms) VALUES ('c', ?, 'T', 'yes', '1.00', '0.5000',"
+                " 'fill_or_kill', 'taker_at_cross', ?, ?, ?)",
+                (f"r{index}", status, error, now_ms()),
+            )
+    document = run_stats(capsys, "--telemetry-db", path)
+    assert document["orders_fired"]["reconciliation"] == {
+        "reconciled": 2,
+        "reconcile_failed": 1,
+        "outcome_unknown": 2,
+    }
 
 
 # ---------------------------------------------------------------- filters
