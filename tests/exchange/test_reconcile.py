@@ -7,10 +7,12 @@ shortened (they are a tunable, not the behaviour under test).
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -439,3 +441,25 @@ def test_an_ask_fill_is_averaged_on_the_yes_side() -> None:
     assert (order.average_fill_price, order.average_fee_paid) == ("0.4200", "0.0200")
     with pytest.raises(ExchangeError, match="fill_count_fp"):
         parse_exchange_order({**entry, "fill_count_fp": "many"})
+
+
+def test_reconciliation_knows_nothing_of_telemetry_or_the_risk_gate() -> None:
+    """The lookup and the reconciler import neither telemetry, the risk gate, the dispatcher
+    nor the fire path: rows and fills leave through protocols."""
+    forbidden = {
+        "executor.telemetry",
+        "executor.decide.risk",
+        "executor.exchange.dispatcher",
+        "executor.fire.path",
+    }
+    for module in ("executor.exchange.reconcile", "executor.exchange.order_lookup"):
+        path = Path(__file__).parents[2] / (module.replace(".", "/") + ".py")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)} | {
+            alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for alias in node.names
+        }
+        assert imported & forbidden == set(), module
+        assert "executor.exchange.messages" in imported  # the check reads real imports
