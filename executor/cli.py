@@ -259,8 +259,10 @@ def _serve(args: argparse.Namespace) -> int:
     if startup_error is not None:
         print(f"executor: error: {startup_error}", file=sys.stderr)
         return exit_status(startup_error)
+    statistics = server.statistics()
     print(
-        f"{server.statistics().counters_line()} log_dropped={logs.dropped_count()}",
+        f"{statistics.counters_line()} log_dropped={logs.dropped_count()}"
+        f" reconciled={statistics.reconciled} reconcile_failed={statistics.reconcile_failed}",
         file=sys.stderr,
     )
     print(server.telemetry.statistics().exit_line(), file=sys.stderr)

@@ -138,6 +138,8 @@ class ExecutorServer:
             oversized_frames=frames.oversized_frames,
             connections_opened=counters.connections_opened,
             connections_open=counters.connections_open,
+            reconciled=fires.reconciled,
+            reconcile_failed=fires.reconcile_failed,
         )
 
     @property

@@ -19,11 +19,18 @@ that stretch, and a test reads its syntax tree to keep it free of telemetry, log
 
 Every stamp goes into a :class:`~executor.exchange.stages.FireStamps` the caller owns, so a
 dispatch that raises or is cancelled still leaves the stamps it reached for the stage rows.
+
+An order whose outcome is unknown (the transport's ``maybe_placed``: a timeout after sending, a
+connection lost after sending, a 5xx) resolves as ``error`` with ``error_message`` beginning
+``"outcome unknown: "``, and then, with a reconciler, is looked up on the exchange
+(``executor.exchange.reconcile``): found, the dispatch returns the exchange's status and fill as
+if the answer had come; not found or not answerable, the original error goes on. It is never
+re-sent. An order that rests on the book (good_till_canceled) is handed to the reconciler to be
+followed.
 """
 
 from __future__ import annotations
 
-import math
 import uuid
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -34,8 +41,20 @@ import trio
 from executor.clock import stamp_ns, wall_ms
 from executor.decide.decision import Order, Permission
 from executor.decide.order_request import FireRequest
-from executor.exchange.messages import OrderSpec, OrderStamps, order_body
+from executor.exchange.messages import (
+    GOOD_TILL_CANCELED,
+    ExchangeError,
+    OrderSpec,
+    OrderStamps,
+    order_body,
+    order_payload,
+    order_status,
+    parse_fill_count,
+    verbatim_fill,
+)
+from executor.exchange.reconcile import Reconciler
 from executor.exchange.stages import FireStamps
+from executor.recording.open_orders import OUTCOME_UNKNOWN_PREFIX
 from executor.recording.rows import (
     HeartbeatRow,
     LatencyRow,
@@ -53,10 +72,6 @@ cancellation so a shutdown still lands it (DISPATCH.md §4 step 7)."""
 
 CANCELLED_AT_SHUTDOWN: Final = "cancelled at shutdown"
 """``error_message`` of a dispatch cut by shutdown ([ours]; the reference leaves it NULL)."""
-
-GOOD_TILL_CANCELED: Final = "good_till_canceled"
-"""The one time in force that rests on the book, so it is ``post_only`` and an unfilled answer
-means ``accepted`` rather than ``canceled``."""
 
 FILL_COLUMNS: Final = ("fill_count", "remaining_count", "average_fill_price", "average_fee_paid")
 """Response fields stored verbatim in ``orders_fired``."""
@@ -133,12 +148,21 @@ class OrderDispatcher:
         client: the transport.
         sink: where order rows go.
         policy: order flags (its production guard is applied by the decision, not here).
+        reconciler: looks up orders whose outcome is unknown and follows resting ones; None
+            leaves an unknown outcome as its ``error`` row (for a later start-up to resolve).
     """
 
-    def __init__(self, client: OrderPlacer, sink: OrderSink, policy: OrderPolicy) -> None:
+    def __init__(
+        self,
+        client: OrderPlacer,
+        sink: OrderSink,
+        policy: OrderPolicy,
+        reconciler: Reconciler | None = None,
+    ) -> None:
         self.client = client
         self.sink = sink
         self.policy = policy
+        self.reconciler = reconciler
 
     def prepare(self, request: FireRequest) -> PreparedOrder:
         """Mint the order's ``client_order_id`` and its row's correlation id."""
@@ -179,16 +203,42 @@ class OrderDispatcher:
     async def dispatch(self, request: FireRequest, stamps: FireStamps) -> DispatchResult:
         """Send one real order and queue its pending and resolution rows.
 
+        An unknown outcome is reconciled (module docstring): found on the exchange, the result is
+        the exchange's status and fill; the row was corrected by the reconciler.
+
         Raises:
             Exception: whatever the transport raised (``ExchangeError`` and kin), after the
-                resolution row was queued with status ``error``.
+                resolution row was queued with status ``error`` (and, for an unknown outcome,
+                after the exchange was asked and did not have the order or could not say).
 
         Cancellation: the resolution row (``error``, ``"cancelled at shutdown"``) is still queued,
-        shielded, for at most ``RESOLUTION_TIMEOUT_S``; then ``Cancelled`` propagates.
+        shielded, for at most ``RESOLUTION_TIMEOUT_S``; then ``Cancelled`` propagates. Cut while
+        reconciling, the row stays ``error`` (outcome unknown) for the next start-up.
         """
         prepared = self.prepare(request)
         requested_at_ms = wall_ms()
         self.sink.record_pending(self._row(prepared, OrderRowKind.PENDING, requested_at_ms))
+        try:
+            result, row = await self._send_and_resolve(prepared, stamps, requested_at_ms)
+        except ExchangeError as error:
+            if self.reconciler is None or not _outcome_unknown(error, stamps.order):
+                raise
+            cause = _error_text(error)
+            resolution = await self.reconciler.resolve(
+                self._error_row(prepared, requested_at_ms, stamps, cause), cause
+            )
+            stamps.resolution = resolution.row  # the order's log line tells what was learned
+            if resolution.order is None:
+                raise
+            return DispatchResult(resolution.order.status, resolution.order.filled)
+        if self.reconciler is not None:
+            self.reconciler.follow(row)
+        return result
+
+    async def _send_and_resolve(
+        self, prepared: PreparedOrder, stamps: FireStamps, requested_at_ms: int
+    ) -> tuple[DispatchResult, OrderRow]:
+        """Send, then queue the resolution row whatever happened; the result and that row."""
         response: dict[str, Any] = {}
         status = OrderStatus.ERROR
         error_message: str | None = None
@@ -199,7 +249,9 @@ class OrderDispatcher:
             error_message = CANCELLED_AT_SHUTDOWN
             raise
         except BaseException as error:
-            error_message = str(error) or type(error).__name__
+            error_message = _error_text(error)
+            if isinstance(error, ExchangeError) and _outcome_unknown(error, stamps.order):
+                error_message = OUTCOME_UNKNOWN_PREFIX + error_message
             raise
         finally:
             row = self._row(
@@ -215,7 +267,21 @@ class OrderDispatcher:
             stamps.resolution = row
             with trio.move_on_after(RESOLUTION_TIMEOUT_S, shield=True):
                 await self.sink.record_order(row, timeout_s=RESOLUTION_TIMEOUT_S)
-        return DispatchResult(status, parse_fill_count(_payload(response).get("fill_count")))
+        fill_count = parse_fill_count(order_payload(response).get("fill_count"))
+        return DispatchResult(status, fill_count), row
+
+    def _error_row(
+        self, prepared: PreparedOrder, requested_at_ms: int, stamps: FireStamps, cause: str
+    ) -> OrderRow:
+        """The ``error`` row an unknown outcome was resolved with (what reconciliation corrects)."""
+        return self._row(
+            prepared,
+            OrderRowKind.RESOLUTION,
+            requested_at_ms,
+            status=OrderStatus.ERROR,
+            error_message=OUTCOME_UNKNOWN_PREFIX + cause,
+            submitted_at_ms=stamps.submitted_at_ms,
+        )
 
     async def _build_and_send(self, prepared: PreparedOrder, stamps: FireStamps) -> dict[str, Any]:
         # Build to send: stamps and clocks only, no telemetry, no logging, no file system
@@ -285,8 +351,8 @@ class OrderDispatcher:
         acknowledged_at_ms: int | None = None,
     ) -> OrderRow:
         request = prepared.request
-        payload = _payload(response or {})
-        fills = [_verbatim(payload.get(column)) for column in FILL_COLUMNS]
+        payload = order_payload(response or {})
+        fills = [verbatim_fill(payload.get(column)) for column in FILL_COLUMNS]
         order_id = payload.get("order_id")
         return OrderRow(
             kind=kind,
@@ -341,39 +407,27 @@ def log_resolution(row: OrderRow | None, stage_rows: list[LatencyRow]) -> None:
     )
 
 
-def _payload(response: dict[str, Any]) -> dict[str, Any]:
-    """The order object of a response: the response itself, or its ``order`` member if nested."""
-    nested = response.get("order")
-    if "order_id" not in response and isinstance(nested, dict):
-        return nested
-    return response
+def _error_text(error: BaseException) -> str:
+    return str(error) or type(error).__name__
 
 
-def parse_fill_count(value: object) -> float | None:
-    """``fill_count`` as a number: a fixed-point string or a bare number; None if unparseable."""
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        return None
-    try:
-        parsed = float(value)
-    except ValueError:
-        return None
-    return parsed if math.isfinite(parsed) else None
+def _outcome_unknown(error: ExchangeError, stamps: OrderStamps) -> bool:
+    """Whether a failed order may have been placed (any attempt), so only the exchange knows."""
+    return error.maybe_placed or stamps.maybe_placed
 
 
-def order_status(response: dict[str, Any], time_in_force: str) -> OrderStatus:
-    """DISPATCH.md §4 step 6: the order's status from the exchange's answer."""
-    fill_count = parse_fill_count(_payload(response).get("fill_count"))
-    if fill_count is None:
-        return OrderStatus.SUBMITTED
-    if fill_count > 0:
-        return OrderStatus.FILLED
-    return OrderStatus.ACCEPTED if time_in_force == GOOD_TILL_CANCELED else OrderStatus.CANCELED
-
-
-def _verbatim(value: object) -> str | None:
-    """A fill column as stored: strings as sent, bare numbers stringified, anything else NULL."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    return None
+__all__ = [
+    "CANCELLED_AT_SHUTDOWN",
+    "FILL_COLUMNS",
+    "GOOD_TILL_CANCELED",
+    "RESOLUTION_TIMEOUT_S",
+    "DispatchResult",
+    "OrderDispatcher",
+    "OrderPlacer",
+    "OrderPolicy",
+    "OrderSink",
+    "PreparedOrder",
+    "order_correlation_id",
+    "order_status",
+    "parse_fill_count",
+]

@@ -6,10 +6,13 @@ socket. ``executor.exchange.transport`` re-exports the public names; callers imp
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import orjson
+
+from executor.recording.rows import OrderStatus
 
 if TYPE_CHECKING:
     import httpx
@@ -207,3 +210,46 @@ def parse_position(entry: object) -> tuple[str, float]:
     if not isinstance(ticker, str):
         raise ExchangeError(f"positions response: ticker is not a string: {entry!r:.200}")
     return ticker, contracts
+
+
+GOOD_TILL_CANCELED: Final = "good_till_canceled"
+"""The one time in force that rests on the book, so it is ``post_only`` and an unfilled answer
+means ``accepted`` rather than ``canceled``."""
+
+
+def order_payload(response: dict[str, Any]) -> dict[str, Any]:
+    """The order object of a response: the response itself, or its ``order`` member if nested."""
+    nested = response.get("order")
+    if "order_id" not in response and isinstance(nested, dict):
+        return nested
+    return response
+
+
+def parse_fill_count(value: object) -> float | None:
+    """``fill_count`` as a number: a fixed-point string or a bare number; None if unparseable."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return None
+    try:
+        parsed = float(value)
+    except ValueError:
+        return None
+    return parsed if math.isfinite(parsed) else None
+
+
+def order_status(response: dict[str, Any], time_in_force: str) -> OrderStatus:
+    """DISPATCH.md §4 step 6: the order's status from the exchange's answer."""
+    fill_count = parse_fill_count(order_payload(response).get("fill_count"))
+    if fill_count is None:
+        return OrderStatus.SUBMITTED
+    if fill_count > 0:
+        return OrderStatus.FILLED
+    return OrderStatus.ACCEPTED if time_in_force == GOOD_TILL_CANCELED else OrderStatus.CANCELED
+
+
+def verbatim_fill(value: object) -> str | None:
+    """A fill column as stored: strings as sent, bare numbers stringified, anything else NULL."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return None

@@ -146,7 +146,7 @@ async def open_order_path(
                     )
                     client.shadow_signer = process_signer.sign
                     log.info("shadow fires sign in a worker process")
-                fire_path = _fire_path(settings, telemetry, kill_switch, client, risk)
+                fire_path = _fire_path(settings, telemetry, kill_switch, client, risk, reconciler)
                 orders = fire_path.orders
                 assert orders is not None
                 async with trio.open_nursery() as lane_nursery:
@@ -189,6 +189,7 @@ def _fire_path(
     kill_switch: KillSwitch | None,
     client: ExchangeClient,
     risk: RiskGate | None,
+    reconciler: Reconciler,
 ) -> FirePath:
     exchange = settings.exchange
     policy = OrderPolicy(
@@ -199,7 +200,7 @@ def _fire_path(
         allow_production=exchange.allow_production,
     )
     orders = OrderPath(
-        dispatcher=OrderDispatcher(client, telemetry, policy),
+        dispatcher=OrderDispatcher(client, telemetry, policy, reconciler),
         sink=telemetry,
         lane=ShadowLane(client),
         sizing=settings.sizing,

@@ -100,6 +100,10 @@ class FireCounters:
     refused_permission: int = 0
     dispatch_errors: int = 0
     shadow_skipped: int = 0
+    reconciled: int = 0
+    """Orders of unknown outcome the exchange had (their rows corrected; start-up's included)."""
+    reconcile_failed: int = 0
+    """Orders of unknown outcome the exchange did not have, or could not be asked about."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -173,8 +177,13 @@ class FirePath:
         return self._decider.templates_built
 
     def counters(self) -> FireCounters:
-        """A snapshot of the outcome counters."""
-        return FireCounters(**self._counts)
+        """A snapshot of the outcome counters (and the reconciler's, with an exchange)."""
+        counts = dict(self._counts)
+        reconciler = self.orders.dispatcher.reconciler if self.orders is not None else None
+        if reconciler is not None:
+            counts["reconciled"] = reconciler.reconciled
+            counts["reconcile_failed"] = reconciler.reconcile_failed
+        return FireCounters(**counts)
 
     def fire_now(self, message: WakeMessage) -> FireOutcome | None:
         """Finish the fire here and now when it has nothing to await; None when it needs a task.

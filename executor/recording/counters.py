@@ -35,6 +35,8 @@ class ServerStatistics:
     oversized_frames: int
     connections_opened: int
     connections_open: int
+    reconciled: int = 0
+    reconcile_failed: int = 0
 
     def counters_line(self) -> str:
         """The first exit line, in the C++ port's key=value format plus this executor's keys."""

@@ -62,6 +62,8 @@ EXTRA_SERVER_KEYS = (
     "dispatch_errors",
     "shadow_skipped",
     "log_dropped",
+    "reconciled",
+    "reconcile_failed",
 )
 """This executor's additions, at the end of the first counter line."""
 
