@@ -112,15 +112,18 @@ async def serve_account(
     state: AccountState,
     risk: RiskGate | None,
     *,
-    interval_s: float = ACCOUNT_POLL_INTERVAL_S,
+    interval_s: float | None = None,
     follow_resting: Callable[[], Awaitable[None]] | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Poll once, report started, then poll every ``interval_s`` until cancelled.
 
-    ``follow_resting``, when given, runs after every later poll (start-up has just reconciled
-    the resting orders itself); an error in it is logged and the polling goes on.
+    ``interval_s`` None is ``ACCOUNT_POLL_INTERVAL_S`` (read at the call). ``follow_resting``,
+    when given, runs after every later poll (start-up has just reconciled the resting orders
+    itself); an error in it is logged and the polling goes on.
     """
+    if interval_s is None:
+        interval_s = ACCOUNT_POLL_INTERVAL_S
     warnings = _RateLimitedWarning(POLL_WARNING_INTERVAL_S)
     resting_warnings = _RateLimitedWarning(POLL_WARNING_INTERVAL_S)
     if await poll_account_once(client, state, risk, warnings):

@@ -150,7 +150,7 @@ class Reconciler:
         reader: signed GETs (the transport).
         sink: where corrected rows are queued.
         fills: told of fills learned while following resting orders (the risk gate), or None.
-        delays_s: waits between tries (``RECONCILE_DELAYS_S``; tests shorten them).
+        delays_s: waits between tries (None: ``RECONCILE_DELAYS_S``, read when made).
         clock: wall-clock ms.
     """
 
@@ -160,13 +160,13 @@ class Reconciler:
         sink: OrderRowSink,
         *,
         fills: FillRecorder | None = None,
-        delays_s: Sequence[float] = RECONCILE_DELAYS_S,
+        delays_s: Sequence[float] | None = None,
         clock: Callable[[], int] = wall_ms,
     ) -> None:
         self._reader = reader
         self._sink = sink
         self.fills = fills
-        self._delays_s = tuple(delays_s)
+        self._delays_s = tuple(RECONCILE_DELAYS_S if delays_s is None else delays_s)
         self._clock = clock
         self.reconciled = 0
         self.reconcile_failed = 0

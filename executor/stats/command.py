@@ -83,6 +83,12 @@ def render_text(report: Report) -> str:
         orders = report.orders_fired
         statuses = ", ".join(f"{name}={count}" for name, count in orders["by_status"].items())
         lines.append(f"orders_fired: {orders['total']} ({statuses or 'none'})")
+        reconciliation = orders.get("reconciliation") or {}
+        if any(reconciliation.values()):
+            lines.append(
+                "  reconciliation: "
+                + " ".join(f"{name}={count}" for name, count in reconciliation.items())
+            )
         for error in orders["top_errors"]:
             lines.append(f"  {error['count']:>8}  {error['error_message']}")
     if report.heartbeats is None:

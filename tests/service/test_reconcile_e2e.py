@@ -1,0 +1,224 @@
+"""Reconciliation in a running executor: an order whose answer never came is looked up on the
+exchange, its row corrected, its fill counted by the risk gate, and the counts shown.
+
+The in-process executor with the real order path trades against the fake over TLS; the fake
+places the order and never answers (``Fault("hang", place=True)``) or never places it. The
+order budget and the waits between lookups are shortened (tunables, not the behaviour).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import trio
+
+import executor.exchange.account as account_module
+import executor.exchange.reconcile as reconcile_module
+import executor.exchange.transport as transport_module
+from executor.decide.risk import RiskLimits
+from executor.exchange.transport import ORDERS_PATH
+from executor.fake.exchange import FakeCredentials, FakeExchange, Fault, never_fill
+from executor.recording.metrics import ExecutorCollector
+from executor.recording.open_orders import NO_SUCH_ORDER_PREFIX, RECONCILED_PREFIX
+from executor.stats.command import stats_main
+from executor.wire.client import connect
+from tests.service.test_fire_e2e import (
+    assert_balanced,
+    order_posts,
+    query,
+    real_wake,
+    settings_for,
+    start_trading,
+)
+from tests.support.inprocess import RunningServer
+
+WAIT_S = 20.0
+"""Bound on one order's timeout plus its lookups (seconds), on a busy 2-core box."""
+
+
+@pytest.fixture(autouse=True)
+def quick_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Orders give up after 0.5 s and lookups follow each other at once."""
+    monkeypatch.setattr(transport_module, "ORDER_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(reconcile_module, "RECONCILE_DELAYS_S", (0.0, 0.0, 0.0))
+
+
+async def settled(running: RunningServer, *, reconciled: int, failed: int) -> None:
+    """Wait until the executor has counted this many reconciliations (it logs each at once)."""
+    with trio.fail_after(WAIT_S):
+        while True:
+            stats = running.server.statistics()
+            if (stats.reconciled, stats.reconcile_failed) == (reconciled, failed):
+                return
+            await trio.sleep(0.01)
+
+
+def metric(running: RunningServer, name: str) -> float:
+    """One counter as ``--metrics`` would serve it."""
+    collector = ExecutorCollector(
+        running.server.statistics, lambda: running.server.telemetry.statistics()
+    )
+    for family in collector.collect():
+        if family.name == name:
+            return float(family.samples[0].value)
+    raise AssertionError(f"no metric {name}")
+
+
+async def test_a_timed_out_order_the_exchange_filled_ends_filled_and_is_counted(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    fake_exchange: FakeExchange,
+    fake_credentials: FakeCredentials,
+) -> None:
+    """The order was placed but never answered: its row ends ``filled`` with the exchange's id,
+    sent once, counted ``reconciled`` (not a dispatch error), and its fill reaches the risk
+    gate: with a one-contract position limit the other side of the ticker is then refused."""
+    fake_exchange.inject(Fault("hang", place=True))
+    settings = settings_for(
+        fake_exchange,
+        fake_credentials,
+        risk_limits=RiskLimits(max_position_contracts_per_ticker=1),
+    )
+    running = await start_trading(
+        nursery, short_dir, fake_exchange, fake_credentials, settings=settings
+    )
+    async with connect(running.socket_path) as client:
+        await client.request(real_wake("hung"))
+        await settled(running, reconciled=1, failed=0)
+        await client.request(real_wake("other-side", direction="no"))
+        with trio.fail_after(WAIT_S):
+            while len(query(running.db_path, "SELECT id FROM orders_fired")) < 2:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+    assert metric(running, "trio_executor_reconciled") == 1.0
+    await running.shutdown()
+    (placed,) = fake_exchange.orders.values()
+    rows = query(
+        running.db_path,
+        "SELECT correlation_id, status, kalshi_order_id, fill_count, error_message"
+        " FROM orders_fired ORDER BY id",
+    )
+    assert rows[0] == (
+        "hung",
+        "filled",
+        placed["order_id"],
+        "1.00",
+        RECONCILED_PREFIX + "no response within 0.5 s",
+    )
+    assert rows[1][:2] == ("other-side", "rejected")
+    assert "position on" in rows[1][4] and "would reach 2 contracts (max 1)" in rows[1][4]
+    assert len(order_posts(fake_exchange)) == 1  # never re-sent
+    stats = running.server.statistics()
+    assert (stats.reconciled, stats.reconcile_failed, stats.dispatch_errors) == (1, 0, 0)
+    assert_balanced(stats)
+
+
+async def test_a_timed_out_kill_ends_canceled(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    fake_exchange: FakeExchange,
+    fake_credentials: FakeCredentials,
+) -> None:
+    """Placed and killed, never answered: the row ends ``canceled``, nothing filled."""
+    fake_exchange.fill_rule = never_fill
+    fake_exchange.inject(Fault("hang", place=True))
+    running = await start_trading(nursery, short_dir, fake_exchange, fake_credentials)
+    async with connect(running.socket_path) as client:
+        await client.request(real_wake("killed"))
+        await settled(running, reconciled=1, failed=0)
+    await running.shutdown()
+    assert query(running.db_path, "SELECT status, fill_count FROM orders_fired") == [
+        ("canceled", "0.00")
+    ]
+
+
+async def test_an_order_the_exchange_never_had_stays_error_and_stats_show_it(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    fake_exchange: FakeExchange,
+    fake_credentials: FakeCredentials,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Never placed, never answered: after the lookups the row stays ``error`` saying the
+    exchange has no such order, counted ``reconcile_failed`` and a dispatch error; ``executor
+    stats`` reports it."""
+    fake_exchange.inject(Fault("hang"))
+    running = await start_trading(nursery, short_dir, fake_exchange, fake_credentials)
+    async with connect(running.socket_path) as client:
+        await client.request(real_wake("lost"))
+        await settled(running, reconciled=0, failed=1)
+    await running.shutdown()
+    assert query(
+        running.db_path, "SELECT status, kalshi_order_id, error_message FROM orders_fired"
+    ) == [("error", None, NO_SUCH_ORDER_PREFIX + "no response within 0.5 s")]
+    stats = running.server.statistics()
+    assert (stats.reconcile_failed, stats.dispatch_errors) == (1, 1)
+    assert fake_exchange.orders == {}
+    capsys.readouterr()
+    assert stats_main(["--telemetry-db", str(running.db_path), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["orders_fired"]["reconciliation"] == {
+        "reconciled": 0,
+        "reconcile_failed": 1,
+        "outcome_unknown": 0,
+    }
+    assert stats_main(["--telemetry-db", str(running.db_path)]) == 0
+    assert "reconciliation: reconciled=0 reconcile_failed=1" in capsys.readouterr().out
+
+
+async def test_a_resting_order_that_fills_later_is_followed_to_filled(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    fake_exchange: FakeExchange,
+    fake_credentials: FakeCredentials,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """good_till_canceled: the order rests (``accepted``); the exchange fills it later and the
+    next account poll turns its row ``filled``."""
+    monkeypatch.setattr(account_module, "ACCOUNT_POLL_INTERVAL_S", 0.05)
+    settings = settings_for(fake_exchange, fake_credentials, time_in_force="good_till_canceled")
+    running = await start_trading(
+        nursery, short_dir, fake_exchange, fake_credentials, settings=settings
+    )
+    async with connect(running.socket_path) as client:
+        await client.request(real_wake("rests"))
+        with trio.fail_after(WAIT_S):
+            while query(running.db_path, "SELECT status FROM orders_fired") != [  # noqa: ASYNC110
+                ("accepted",)
+            ]:
+                await trio.sleep(0.01)
+        (client_order_id,) = fake_exchange.book
+        fake_exchange.fill_resting(client_order_id)
+        with trio.fail_after(WAIT_S):
+            while query(running.db_path, "SELECT status FROM orders_fired") != [  # noqa: ASYNC110
+                ("filled",)
+            ]:
+                await trio.sleep(0.01)
+    await running.shutdown()
+    assert query(running.db_path, "SELECT fill_count, remaining_count FROM orders_fired") == [
+        ("1.00", "0.00")
+    ]
+
+
+async def test_a_definite_refusal_is_not_looked_up(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    fake_exchange: FakeExchange,
+    fake_credentials: FakeCredentials,
+) -> None:
+    """A 400 is a definite answer: the row keeps its text, no lookup is made, nothing counted."""
+    fake_exchange.inject(Fault("status", status=400, code="invalid_parameters", message="no"))
+    running = await start_trading(nursery, short_dir, fake_exchange, fake_credentials)
+    async with connect(running.socket_path) as client:
+        await client.request(real_wake("refused"))
+        with trio.fail_after(WAIT_S):
+            while running.server.statistics().dispatch_errors < 1:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+    await running.shutdown()
+    assert query(running.db_path, "SELECT status, error_message FROM orders_fired") == [
+        ("error", "400 invalid_parameters: no")
+    ]
+    assert [r for r in fake_exchange.received if r.path == ORDERS_PATH] == []
+    stats = running.server.statistics()
+    assert (stats.reconciled, stats.reconcile_failed) == (0, 0)
