@@ -264,12 +264,23 @@ class Reconciler:
     async def poll_resting(self) -> None:
         """One look at every resting order; rows and the risk gate follow what changed.
 
-        A failed lookup keeps following (logged); an order the exchange no longer lists is
-        dropped with a warning, its row left as it was.
+        A failed lookup keeps following (one warning per poll, however many orders); an order the
+        exchange no longer lists is dropped with a warning, its row left as it was.
         """
         if not self._resting:
             return
-        await self.reconcile([Unresolved(row, None) for row in self._resting.values()], tries=1)
+        orders = [Unresolved(row, None) for row in self._resting.values()]
+        unanswered = [
+            resolution
+            for resolution in await self.reconcile(orders, tries=1)
+            if resolution.verdict is Verdict.UNANSWERED
+        ]
+        if unanswered:
+            log.warning(
+                "resting orders lookup failed: still followed",
+                orders=len(unanswered),
+                error=unanswered[0].error,
+            )
 
     async def _conclude(
         self,
@@ -287,17 +298,11 @@ class Reconciler:
         error = errors.get(row.client_order_id)
         fields = {"client_order_id": row.client_order_id, "ticker": row.ticker, "cause": cause}
         if cause is None:
-            if error is None:
-                self._resting.pop(row.client_order_id, None)
-            log.warning(
-                "resting order not found on the exchange: no longer followed"
-                if error is None
-                else "resting order lookup failed",
-                error=error,
-                **fields,
-            )
-            verdict = Verdict.ABSENT if error is None else Verdict.UNANSWERED
-            return Resolution(row, verdict, error=error)
+            if error is not None:  # kept; poll_resting logs one line for all of them
+                return Resolution(row, Verdict.UNANSWERED, error=error)
+            self._resting.pop(row.client_order_id, None)
+            log.warning("resting order not found on the exchange: no longer followed", **fields)
+            return Resolution(row, Verdict.ABSENT)
         self.reconcile_failed += 1
         if error is not None:
             log.error("reconcile failed: the exchange could not be asked", error=error, **fields)

@@ -480,6 +480,18 @@ LOWER_LAYERS_MUST_NOT_IMPORT = {
         "executor.fire.assembly",
         "executor.server",
     },
+    "executor.exchange.reconcile": {
+        "executor.telemetry",
+        "executor.decide.risk",
+        "executor.exchange.dispatcher",
+        "executor.fire.path",
+    },
+    "executor.exchange.order_lookup": {
+        "executor.telemetry",
+        "executor.decide.risk",
+        "executor.exchange.dispatcher",
+        "executor.exchange.reconcile",
+    },
     "executor.fire.path": {
         "executor.fire.assembly",
         "executor.server",

@@ -26,7 +26,7 @@ from executor.exchange.transport import ORDERS_PATH, ExchangeEndpoint, open_exch
 from executor.recording.open_orders import RECONCILED_PREFIX
 from executor.signer import KalshiSigner
 from tests.support.inprocess import make_wake
-from tests.support.processes import Spawner, request_all
+from tests.support.processes import Spawner, exit_counters, request_all
 
 WAIT_S = 10.0
 """Longest wait for the order to show up in the database and on the fake."""
@@ -136,6 +136,8 @@ def test_a_killed_in_flight_order_is_resolved_before_the_restart_serves(
     assert message == RECONCILED_PREFIX + "left pending by an earlier run"
     second.signal(signal.SIGTERM)
     assert second.wait() == 0
+    server, _ = exit_counters(second.stderr_lines())
+    assert (server["reconciled"], server["reconcile_failed"]) == (1, 0)
     stderr = second.stderr()
     assert "start-up reconciliation" in stderr and "Traceback" not in stderr
     (summary,) = [
