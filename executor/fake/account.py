@@ -17,7 +17,13 @@ from typing import Any, Final
 import orjson
 
 from executor.clock import wall_ms
-from executor.fake.orders import BadOrdersQuery, BookOrder, orders_page, parse_orders_query
+from executor.fake.orders import (
+    BadOrdersQuery,
+    BookOrder,
+    BookStatus,
+    orders_page,
+    parse_orders_query,
+)
 
 ORDER_PATH: Final = "/trade-api/v2/portfolio/events/orders"
 BALANCE_PATH: Final = "/trade-api/v2/portfolio/balance"
@@ -143,21 +149,28 @@ class FakeAccount:
         return response
 
     def _book_entry(self, order: dict[str, Any], response: dict[str, Any]) -> BookOrder:
-        """The order book's record of an order just placed (``response`` says how it went)."""
+        """The order book's record of an order just placed, from its request and response.
+
+        Only the published order-response fields are read (``order_id``, ``fill_count``,
+        ``average_fee_paid``); the status follows from them and the time in force.
+        """
         now_ms = wall_ms()
         price, filled = Decimal(order["price"]), Decimal(response["fill_count"])
         paid = price if order["side"] == "bid" else 1 - price
         fee = Decimal(response.get("average_fee_paid") or 0)
         index = order.get("exchange_index")
+        status: BookStatus = "executed" if filled > 0 else "canceled"
+        if order["time_in_force"] == "good_till_canceled" and filled < Decimal(order["count"]):
+            status = "resting"
         return BookOrder(
             order_id=response["order_id"],
-            client_order_id=order["client_order_id"],
+            client_order_id=str(order.get("client_order_id") or ""),
             ticker=order["ticker"],
             book_side=order["side"],
             yes_price=price,
             initial=Decimal(order["count"]),
             filled=filled,
-            status=response["status"],
+            status=status,
             taker_cost=filled * paid,
             maker_cost=Decimal(0),
             taker_fees=filled * fee,
