@@ -222,3 +222,23 @@ async def test_a_definite_refusal_is_not_looked_up(
     assert [r for r in fake_exchange.received if r.path == ORDERS_PATH] == []
     stats = running.server.statistics()
     assert (stats.reconciled, stats.reconcile_failed) == (0, 0)
+
+
+async def test_a_5xx_on_the_last_attempt_is_looked_up(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    fake_exchange: FakeExchange,
+    fake_credentials: FakeCredentials,
+) -> None:
+    """Three 503s: the exchange may have taken the order, so it is asked; it has none, and the
+    row says so after the 503's text."""
+    fake_exchange.inject(*[Fault("status", status=503, message="busy")] * 3)
+    running = await start_trading(nursery, short_dir, fake_exchange, fake_credentials)
+    async with connect(running.socket_path) as client:
+        await client.request(real_wake("busy"))
+        await settled(running, reconciled=0, failed=1)
+    await running.shutdown()
+    ((status, message),) = query(running.db_path, "SELECT status, error_message FROM orders_fired")
+    assert status == "error"
+    assert message.startswith(NO_SUCH_ORDER_PREFIX + "503 ") and message.endswith("busy")
+    assert len([r for r in fake_exchange.received if r.path == ORDERS_PATH]) == 4
