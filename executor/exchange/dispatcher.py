@@ -61,7 +61,6 @@ from executor.recording.rows import (
     OrderRow,
     OrderRowKind,
     OrderStatus,
-    Stage,
 )
 
 log = structlog.get_logger()
@@ -379,34 +378,6 @@ class OrderDispatcher:
         )
 
 
-def log_resolution(row: OrderRow | None, stage_rows: list[LatencyRow]) -> None:
-    """One INFO line for a resolved real order: what was asked, what the exchange answered, and
-    the fire's ``detect_fire`` in ms (None when the wake's clock was not this host's).
-
-    Called once the dispatch is over and its stage rows exist, never inside the timed span; the
-    logger only enqueues the line (``executor.logs``).
-    """
-    if row is None:  # the dispatch never got as far as a resolution (nothing was minted)
-        return
-    detect_fire_ms = next(
-        (latency.duration_ms for latency in stage_rows if latency.stage is Stage.DETECT_FIRE), None
-    )
-    log.info(
-        "order resolved",
-        ticker=row.ticker,
-        side=row.outcome_side,
-        count=row.count,
-        price=row.price_dollars,
-        status=row.status.value,
-        fill_count=row.fill_count,
-        kalshi_order_id=row.kalshi_order_id,
-        detect_fire_ms=None if detect_fire_ms is None else round(detect_fire_ms, 3),
-        error=row.error_message,
-        client_order_id=row.client_order_id,
-        correlation_id=row.correlation_id,
-    )
-
-
 def _error_text(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
@@ -414,20 +385,3 @@ def _error_text(error: BaseException) -> str:
 def _outcome_unknown(error: ExchangeError, stamps: OrderStamps) -> bool:
     """Whether a failed order may have been placed (any attempt), so only the exchange knows."""
     return error.maybe_placed or stamps.maybe_placed
-
-
-__all__ = [
-    "CANCELLED_AT_SHUTDOWN",
-    "FILL_COLUMNS",
-    "GOOD_TILL_CANCELED",
-    "RESOLUTION_TIMEOUT_S",
-    "DispatchResult",
-    "OrderDispatcher",
-    "OrderPlacer",
-    "OrderPolicy",
-    "OrderSink",
-    "PreparedOrder",
-    "order_correlation_id",
-    "order_status",
-    "parse_fill_count",
-]

@@ -10,6 +10,9 @@ Anchoring: the reference stamps every row at the moment it is recorded. Here eac
 wall-clock milliseconds through one offset (wall ns minus perf ns) read once, when the order path
 is assembled at start-up (:class:`PerfToWall`). A wall-clock step after start-up shifts rows by
 that step; durations never move (docs/PORT-FIDELITY.md).
+
+:func:`log_resolution` writes the resolved order's one INFO line (with its ``detect_fire``), also
+after the dispatch, from the same rows.
 """
 
 from __future__ import annotations
@@ -18,9 +21,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Final
 
+import structlog
+
 from executor.exchange.messages import OrderStamps
 from executor.recording.rows import LatencyRow, OrderRow, Stage
 from executor.wire.protocol import WakeMessage
+
+log = structlog.get_logger()
 
 _DRY_RUN_JSON: Final = {False: '{"dry_run": false}', True: '{"dry_run": true}'}
 """The rows' ``metadata_json``, the same spelling as the ``wake_recv`` rows'."""
@@ -94,3 +101,31 @@ def stage_rows(
         for stage, start, end in spans
         if start is not None and end is not None
     ]
+
+
+def log_resolution(row: OrderRow | None, stage_rows: list[LatencyRow]) -> None:
+    """One INFO line for a resolved real order: what was asked, what the exchange answered, and
+    the fire's ``detect_fire`` in ms (None when the wake's clock was not this host's).
+
+    Called once the dispatch is over and its stage rows exist, never inside the timed span; the
+    logger only enqueues the line (``executor.logs``).
+    """
+    if row is None:  # the dispatch never got as far as a resolution (nothing was minted)
+        return
+    detect_fire_ms = next(
+        (latency.duration_ms for latency in stage_rows if latency.stage is Stage.DETECT_FIRE), None
+    )
+    log.info(
+        "order resolved",
+        ticker=row.ticker,
+        side=row.outcome_side,
+        count=row.count,
+        price=row.price_dollars,
+        status=row.status.value,
+        fill_count=row.fill_count,
+        kalshi_order_id=row.kalshi_order_id,
+        detect_fire_ms=None if detect_fire_ms is None else round(detect_fire_ms, 3),
+        error=row.error_message,
+        client_order_id=row.client_order_id,
+        correlation_id=row.correlation_id,
+    )

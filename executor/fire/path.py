@@ -53,9 +53,9 @@ from executor.decide.order_request import FireRequest, OrderTemplate, Side
 from executor.decide.risk import RiskGate
 from executor.decide.sizing import SizingConfig
 from executor.exchange.account import AccountState
-from executor.exchange.dispatcher import OrderDispatcher, OrderSink, log_resolution
+from executor.exchange.dispatcher import OrderDispatcher, OrderSink
 from executor.exchange.shadow_lane import ShadowJob, ShadowLane
-from executor.exchange.stages import FireStamps, PerfToWall, stage_rows
+from executor.exchange.stages import FireStamps, PerfToWall, log_resolution, stage_rows
 from executor.logs import RateLimitedWarning
 from executor.wire.protocol import WakeMessage
 

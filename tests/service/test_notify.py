@@ -170,12 +170,13 @@ def test_a_served_executor_notifies_in_order(
         expected += [
             "STATUS=starting the order path",
             "STATUS=starting the in-process fake exchange",
-            "STATUS=warm-starting the risk gate from orders_fired",
         ]
     assert starting[: len(expected)] == expected
     if exchange == "fake":
         assert starting[len(expected)].startswith("STATUS=pre-warming the exchange client (https://")
         assert starting[len(expected) + 1 :] == [
+            "STATUS=reconciling the orders earlier runs left unresolved",
+            "STATUS=warm-starting the risk gate from orders_fired",
             "STATUS=starting the shadow signing worker process",
             "STATUS=polling the account (balance, positions)",
         ]
