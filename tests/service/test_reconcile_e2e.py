@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from structlog.testing import capture_logs
 
 import executor.exchange.account as account_module
 import executor.exchange.reconcile as reconcile_module
@@ -120,14 +121,21 @@ async def test_a_timed_out_kill_ends_canceled(
     fake_exchange: FakeExchange,
     fake_credentials: FakeCredentials,
 ) -> None:
-    """Placed and killed, never answered: the row ends ``canceled``, nothing filled."""
+    """Placed and killed, never answered: the row ends ``canceled``, nothing filled, and the
+    order's log line says so (not the interim ``error``)."""
     fake_exchange.fill_rule = never_fill
     fake_exchange.inject(Fault("hang", place=True))
     running = await start_trading(nursery, short_dir, fake_exchange, fake_credentials)
-    async with connect(running.socket_path) as client:
-        await client.request(real_wake("killed"))
-        await settled(running, reconciled=1, failed=0)
+    with capture_logs() as logs:
+        async with connect(running.socket_path) as client:
+            await client.request(real_wake("killed"))
+            await settled(running, reconciled=1, failed=0)
+            with trio.fail_after(WAIT_S):
+                while not any(entry["event"] == "order resolved" for entry in logs):  # noqa: ASYNC110
+                    await trio.sleep(0.01)
     await running.shutdown()
+    (line,) = [entry for entry in logs if entry["event"] == "order resolved"]
+    assert (line["status"], line["fill_count"]) == ("canceled", "0.00")  # the corrected row
     assert query(running.db_path, "SELECT status, fill_count FROM orders_fired") == [
         ("canceled", "0.00")
     ]
