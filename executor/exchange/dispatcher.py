@@ -222,10 +222,9 @@ class OrderDispatcher:
         except ExchangeError as error:
             if self.reconciler is None or not _outcome_unknown(error, stamps.order):
                 raise
-            cause = _error_text(error)
-            resolution = await self.reconciler.resolve(
-                self._error_row(prepared, requested_at_ms, stamps, cause), cause
-            )
+            written = stamps.resolution  # the "outcome unknown" error row, as queued
+            assert written is not None  # _send_and_resolve sets it whatever happened
+            resolution = await self.reconciler.resolve(written, _error_text(error))
             stamps.resolution = resolution.row  # the order's log line tells what was learned
             if resolution.order is None:
                 raise
@@ -268,19 +267,6 @@ class OrderDispatcher:
                 await self.sink.record_order(row, timeout_s=RESOLUTION_TIMEOUT_S)
         fill_count = parse_fill_count(order_payload(response).get("fill_count"))
         return DispatchResult(status, fill_count), row
-
-    def _error_row(
-        self, prepared: PreparedOrder, requested_at_ms: int, stamps: FireStamps, cause: str
-    ) -> OrderRow:
-        """The ``error`` row an unknown outcome was resolved with (what reconciliation corrects)."""
-        return self._row(
-            prepared,
-            OrderRowKind.RESOLUTION,
-            requested_at_ms,
-            status=OrderStatus.ERROR,
-            error_message=OUTCOME_UNKNOWN_PREFIX + cause,
-            submitted_at_ms=stamps.submitted_at_ms,
-        )
 
     async def _build_and_send(self, prepared: PreparedOrder, stamps: FireStamps) -> dict[str, Any]:
         # Build to send: stamps and clocks only, no telemetry, no logging, no file system
