@@ -110,14 +110,19 @@ class ExchangeError(Exception):
         self.maybe_placed = maybe_placed
 
 
-class ExchangeTimeout(ExchangeError):
-    """No response within the budget. Never retried: the order may have been placed (unless the
-    transport knows the request never left, e.g. a connect timeout)."""
+class ExchangeAmbiguous(ExchangeError):
+    """The request may have reached the exchange but no answer came: the outcome is unknown, so
+    ``maybe_placed`` is true unless the raiser knows the request never left (e.g. a connect
+    timeout). Reconciliation with the exchange decides it (``executor.exchange.reconcile``)."""
 
     def __init__(
         self, text: str, *, status: int | None = None, maybe_placed: bool | None = True
     ) -> None:
         super().__init__(text, status=status, maybe_placed=maybe_placed)
+
+
+class ExchangeTimeout(ExchangeAmbiguous):
+    """No response within the budget. Never retried: the order may have been placed."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ import socket
 import pytest
 import trio
 
-from executor.exchange.messages import ExchangeError, ExchangeTimeout
+from executor.exchange.messages import ExchangeAmbiguous, ExchangeError, ExchangeTimeout
 from executor.exchange.transport import (
     ExchangeEndpoint,
     OrderSpec,
@@ -120,5 +120,5 @@ def test_the_defaults_follow_the_status() -> None:
     assert ExchangeError("x", status=502).maybe_placed
     assert not ExchangeError("x", status=404).maybe_placed
     assert not ExchangeError("x").maybe_placed
-    assert ExchangeTimeout("x").maybe_placed
+    assert ExchangeTimeout("x").maybe_placed and ExchangeAmbiguous("x").maybe_placed
     assert not ExchangeTimeout("x", maybe_placed=False).maybe_placed
