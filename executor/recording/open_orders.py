@@ -1,14 +1,19 @@
-"""Reading back the ``orders_fired`` rows whose outcome an earlier run never learned (blocking).
+"""The ``orders_fired`` rows whose outcome is still to be learned, and reconciliation's words.
 
 At start-up, before the socket is published, the executor asks the exchange about every order of
 the warm-start window that did not reach a final state (``executor.exchange.reconcile``). This
 module finds them: rows whose status is ``pending`` (the run died between sending and the
 resolution), ``submitted`` (an answer without a fill count), ``accepted`` (resting on the book
 when the run ended; likewise a good_till_canceled ``filled`` row with contracts remaining), or
-``error`` with an outcome the dispatcher could not know (its
-``error_message`` starts with :data:`OUTCOME_UNKNOWN_PREFIX`, or is the shutdown text: a dispatch
-cut while its request may have been on the wire). Every other ``error`` (a 4xx, a connect failure)
-was a definite refusal and is left alone.
+``error`` with an outcome the dispatcher could not know (its ``error_message`` starts with
+:data:`OUTCOME_UNKNOWN_PREFIX`, or is the shutdown text: a dispatch cut while its request may have
+been on the wire). Every other ``error`` (a 4xx, a connect failure) was a definite refusal and is
+left alone. :func:`startup_cause` says why a row is unresolved; :func:`rests` whether its order
+may still be on the book.
+
+The ``error_message`` prefixes reconciliation writes live here too, beside the query that reads
+them (and ``executor stats``, which counts them): one vocabulary for the writer and the readers.
+The file is read in a worker thread (blocking).
 
 The rows come back whole, as :class:`~executor.recording.rows.OrderRow` values of kind
 ``RESOLUTION``, so a correction is the same row with the exchange's columns replaced;
