@@ -14,7 +14,8 @@ order is worse than none. Three callers:
   rows an earlier run left unresolved (``executor.recording.open_orders``), so the risk gate's
   warm start reads a corrected table, and logs one summary line;
 - the account poll: :meth:`Reconciler.poll_resting` follows orders still resting on the book
-  (good_till_canceled) until they fill or are cancelled, and tells the risk gate of each fill.
+  (good_till_canceled) until they fill or are cancelled, and tells the risk gate of each fill
+  (an order answered without a fill count, ``submitted``, is followed the same way).
 
 What a row becomes: found -> the exchange's status (filled, canceled, or accepted while it
 rests), ``kalshi_order_id`` and fill columns, ``error_message`` "reconciled with the exchange
@@ -178,8 +179,9 @@ class Reconciler:
         return len(self._resting)
 
     def follow(self, row: OrderRow) -> None:
-        """Follow ``row``'s order while it rests (ignored unless :func:`rests` says it may)."""
-        if rests(row):
+        """Follow ``row``'s order with the account poll while it may still change: it rests
+        (:func:`rests`), or the exchange answered without a fill count (``submitted``)."""
+        if rests(row) or row.status is OrderStatus.SUBMITTED:
             self._resting[row.client_order_id] = row
 
     async def resolve(self, row: OrderRow, cause: str) -> Resolution:

@@ -464,3 +464,23 @@ async def test_resting_orders_stay_followed_when_the_exchange_cannot_be_asked() 
     ]
     assert reconciler.resting == 2 and sink.rows == [] and sink.fills == []
     assert (reconciler.reconciled, reconciler.reconcile_failed) == (0, 0)
+
+
+async def test_a_submitted_order_is_followed_until_the_exchange_says_how_it_ended(
+    fake_exchange: FakeExchange, fake_credentials: FakeCredentials
+) -> None:
+    """An answer without a fill count leaves ``submitted``; the next poll learns it filled,
+    writes it, tells the risk gate, and stops following it."""
+    sink = Rows()
+    async with transport(fake_exchange, fake_credentials) as client:
+        await client.place_order(order_body(spec("6" * 32)), OrderStamps(), dry_run=False)
+        reconciler = Reconciler(client, sink, fills=sink, delays_s=NO_WAIT)
+        reconciler.follow(sent_row("6" * 32, status=OrderStatus.SUBMITTED, error_message=None))
+        assert reconciler.resting == 1
+        await reconciler.poll_resting()
+    (row,) = sink.rows
+    assert (row.status, row.fill_count, row.error_message) == (OrderStatus.FILLED, "3.00", None)
+    assert sink.fills == [(TICKER, 3.0, "group-a")]
+    assert reconciler.resting == 0
+    reconciler.follow(sent_row("x" * 32, status=OrderStatus.CANCELED, error_message=None))
+    assert reconciler.resting == 0  # a final status is not followed
