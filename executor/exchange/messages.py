@@ -154,19 +154,49 @@ DEFAULT_RETRY: Final = RetryPolicy()
 
 
 def error_text(status: int, reason: str, body: bytes) -> str:
-    """The DISPATCH.md §5 text for a failed response: the exchange's code and message if given."""
+    """The DISPATCH.md §5 text for a failed response: the exchange's code and message if given.
+
+    Three body shapes are read: the published ``ErrorResponse`` (``code``, ``message`` and
+    optional ``details`` at the top level), the same object nested under ``"error"``, and
+    ``{"error": "text"}`` (the published 429 example). ``"{status} {code}: {message}"`` when a
+    code is given, ``"{status} {reason}: {message}"`` when only a message is; anything else is
+    quoted as it came, cut at ``MAX_ERROR_TEXT_CHARS``.
+    """
     try:
         payload = orjson.loads(body) if body else None
     except orjson.JSONDecodeError:
         payload = None
     if isinstance(payload, dict):
-        error = payload.get("error")
-        if isinstance(error, dict) and "code" in error and "message" in error:
-            return f"{status} {error['code']}: {error['message']}"
+        nested = payload.get("error")
+        if isinstance(nested, dict):
+            payload = nested
+        elif isinstance(nested, str) and nested.strip():
+            payload = {"message": nested}
+        described = _described_error(payload)
+        if described is not None:
+            code, message = described
+            return _cut(f"{status} {code or reason}: {message}" if message else f"{status} {code}")
     text = body.decode("utf-8", errors="replace").strip()
+    return _cut(f"{status} {reason}: {text}" if text else f"{status} {reason}")
+
+
+def _described_error(payload: dict[str, Any]) -> tuple[str, str] | None:
+    """(code, message with its details) of an ``ErrorResponse``-shaped object; None if it has
+    neither a string code nor a string message."""
+    code, message, details = (payload.get(key) for key in ("code", "message", "details"))
+    code = code.strip() if isinstance(code, str) else ""
+    message = message.strip() if isinstance(message, str) else ""
+    if not (code or message):
+        return None
+    if isinstance(details, str) and details.strip():
+        message = f"{message} ({details.strip()})" if message else details.strip()
+    return code, message
+
+
+def _cut(text: str) -> str:
     if len(text) > MAX_ERROR_TEXT_CHARS:
-        text = text[:MAX_ERROR_TEXT_CHARS] + "..."
-    return f"{status} {reason}: {text}" if text else f"{status} {reason}"
+        return text[:MAX_ERROR_TEXT_CHARS] + "..."
+    return text
 
 
 def parse_response(response: httpx.Response) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from executor.fake.account import (
     DEFAULT_BALANCE_CENTS,
     ORDER_PATH,
     POSITIONS_PATH,
+    TOO_MANY_REQUESTS_BODY,
     FakeAccount,
     always_fill,
     error_body,
@@ -87,7 +88,9 @@ class Fault:
     """One injected misbehaviour, consumed by the next order request.
 
     Kinds: ``latency`` (wait ``seconds``, then answer normally); ``status`` (answer ``status`` with
-    an ``{"error": {"code", "message"}}`` body); ``drop`` (close the connection unanswered);
+    a published ``ErrorResponse`` body, ``{"code", "message"}``; a 429 without a ``code`` or
+    ``message`` answers the published example ``{"error": "too many requests"}``); ``drop``
+    (close the connection unanswered);
     ``hang`` (never answer; the connection closes when the client gives up); ``duplicate`` (apply
     the order twice, as a network that repeats a request would: the second finds the
     ``client_order_id`` and answers the same order, the account moves once). ``place`` makes a
@@ -305,6 +308,8 @@ class FakeExchange(FakeAccount):
         if fault is not None and kind == "latency":
             await trio.sleep(fault.seconds)
         if fault is not None and kind == "status":
+            if fault.status == 429 and not (fault.code or fault.message):
+                return 429, TOO_MANY_REQUESTS_BODY
             code = fault.code or _reason(fault.status).lower().replace(" ", "_")
             return fault.status, error_body(code, fault.message or "injected fault")
         if record.auth_error is not None:

@@ -149,11 +149,33 @@ def test_error_text_prefers_the_exchange_code_and_message() -> None:
     assert error_text(429, "Too Many Requests", body) == "429 rate_limited: slow down"
 
 
+def test_error_text_reads_the_published_error_response() -> None:
+    """The published ErrorResponse (code, message, details at the top level) gives the same
+    text as the nested shape, with the details after the message."""
+    body = b'{"code":"invalid_order","message":"bad price"}'
+    assert error_text(400, "Bad Request", body) == "400 invalid_order: bad price"
+    detailed = b'{"code":"invalid_order","message":"bad price","details":"tick is 0.01"}'
+    assert error_text(400, "Bad Request", detailed) == (
+        "400 invalid_order: bad price (tick is 0.01)"
+    )
+    assert error_text(409, "Conflict", b'{"code":"duplicate"}') == "409 duplicate"
+    assert error_text(401, "Unauthorized", b'{"message":"no key"}') == "401 Unauthorized: no key"
+
+
+def test_error_text_reads_an_error_string() -> None:
+    """{"error": "text"} (the published 429 example) gives the text after the reason."""
+    body = b'{"error": "too many requests"}'
+    assert error_text(429, "Too Many Requests", body) == "429 Too Many Requests: too many requests"
+
+
 def test_error_text_quotes_other_bodies_and_falls_back_to_the_reason() -> None:
     """A non-error body is quoted after the reason; an empty body leaves the reason alone."""
     assert error_text(502, "Bad Gateway", b"upstream down\n") == "502 Bad Gateway: upstream down"
     assert error_text(503, "Service Unavailable", b"") == "503 Service Unavailable"
-    assert error_text(400, "Bad Request", b'{"error":"x"}') == '400 Bad Request: {"error":"x"}'
+    assert error_text(400, "Bad Request", b'{"error":7}') == '400 Bad Request: {"error":7}'
+    assert error_text(500, "Internal Server Error", b'{"code":""}') == (
+        '500 Internal Server Error: {"code":""}'
+    )
 
 
 def _response(status: int, content: bytes) -> httpx.Response:

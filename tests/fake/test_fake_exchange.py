@@ -43,6 +43,7 @@ from executor.fake.cli import main as fake_main
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault, never_fill
 from executor.signer import KalshiSigner
 from tests.support.inprocess import fake_endpoint
+from tests.support.openapi import validate_response
 
 
 def spec(client_order_id: str = "a" * 32, **overrides: Any) -> OrderSpec:
@@ -134,7 +135,7 @@ async def test_a_good_till_canceled_order_rests(
     """A post-only GTC order rests unfilled even though the rule would fill it."""
     async with transport(fake_exchange, fake_credentials) as client:
         response = await place(client, spec(time_in_force="good_till_canceled"))
-    assert response["status"] == "resting"
+    assert fake_exchange.book["a" * 32].status == "resting"
     assert (response["fill_count"], response["remaining_count"]) == ("0.00", "3.00")
 
 
@@ -216,7 +217,7 @@ async def test_a_latency_fault_delays_the_answer(
 async def test_a_status_fault_answers_an_error_body(
     fake_exchange: FakeExchange, fake_credentials: FakeCredentials
 ) -> None:
-    """An injected status answers with {"error": {"code", "message"}} and places nothing."""
+    """An injected status answers with {"code", "message"} and places nothing."""
     fake_exchange.inject(Fault("status", status=418, code="rate_limited", message="slow down"))
     async with transport(fake_exchange, fake_credentials) as client:
         with pytest.raises(ExchangeError, match=r"^418 rate_limited: slow down$"):
@@ -247,8 +248,8 @@ async def test_unsigned_and_foreign_requests_get_401(
             BALANCE_PATH, headers=signer.headers(timestamp, "GET", BALANCE_PATH)
         )
     assert unsigned.status_code == foreign.status_code == 401
-    assert unsigned.json()["error"]["code"] == "unauthorized"
-    assert "unknown API key" in foreign.json()["error"]["message"]
+    assert unsigned.json()["code"] == "unauthorized"
+    assert "unknown API key" in foreign.json()["message"]
     assert [r.verified for r in fake_exchange.received] == [False, False]
 
 
@@ -337,7 +338,8 @@ def test_the_command_prints_its_world_serves_and_exits_zero_on_a_signal(
             answer = client.get(
                 BALANCE_PATH, headers=signer.headers(timestamp, "GET", BALANCE_PATH)
             )
-        assert answer.json() == {"balance": 4242}
+        assert answer.json()["balance"] == 4242
+        assert answer.json()["balance_dollars"] == "42.4200"
         process.send_signal(stop_signal)
         assert process.wait(timeout=30) == 0
     finally:
@@ -460,18 +462,30 @@ def test_the_command_refuses_a_port_out_of_range(
         b"{",
         b'{"ticker":"T","client_order_id":"c","side":"bid","time_in_force":"fill_or_kill"}',
         b'{"ticker":"T","client_order_id":"c","side":"up","count":"1.00","price":"0.5",'
-        b'"time_in_force":"fill_or_kill"}',
+        b'"time_in_force":"fill_or_kill","self_trade_prevention_type":"maker"}',
         b'{"ticker":"T","client_order_id":"c","side":"bid","count":"NaN","price":"0.5",'
-        b'"time_in_force":"fill_or_kill"}',
+        b'"time_in_force":"fill_or_kill","self_trade_prevention_type":"maker"}',
         b'{"ticker":"T","client_order_id":"c","side":"bid","count":"1.00","price":"1.5",'
+        b'"time_in_force":"fill_or_kill","self_trade_prevention_type":"maker"}',
+        b'{"ticker":"T","side":"bid","count":"1.00","price":"0.5",'
         b'"time_in_force":"fill_or_kill"}',
+        b'{"ticker":"T","side":"bid","count":"1.00","price":"0.5",'
+        b'"time_in_force":"good_till_cancelled","self_trade_prevention_type":"maker"}',
+        b'{"ticker":"T","side":"bid","count":"1.00","price":"0.5",'
+        b'"time_in_force":"fill_or_kill","self_trade_prevention_type":"none"}',
+        b'{"ticker":"T","client_order_id":7,"side":"bid","count":"1.00","price":"0.5",'
+        b'"time_in_force":"fill_or_kill","self_trade_prevention_type":"maker"}',
+        b'{"ticker":"T","side":"bid","count":"1.00","price":"0.5","exchange_index":"0",'
+        b'"time_in_force":"fill_or_kill","self_trade_prevention_type":"maker"}',
     ],
 )
 def test_malformed_orders_are_a_400_never_a_crash(body: bytes) -> None:
-    """Bodies that are not orders (bad JSON, missing, NaN or out-of-range fields) answer 400."""
+    """Bodies that are not orders (bad JSON, missing, NaN, out-of-range or mistyped fields, an
+    unpublished enum value) answer 400 in the published error shape."""
     status, payload = FakeAccount().answer("POST", ORDER_PATH, "", body)
     assert status == 400
-    assert json.loads(payload)["error"]["code"] == "invalid_parameters"
+    assert json.loads(payload)["code"] == "invalid_parameters"
+    validate_response(ORDER_PATH, "POST", status, payload)
 
 
 async def test_a_failing_connection_does_not_take_the_fake_down(
