@@ -142,7 +142,11 @@ async def open_order_path(
                 if exchange.shadow_signing == "process":
                     step("starting the shadow signing worker process")
                     process_signer = await stack.enter_async_context(
-                        open_process_signer(endpoint.signer.private_key_path, endpoint.key_id)
+                        open_process_signer(
+                            endpoint.signer.private_key_path,
+                            endpoint.key_id,
+                            fallback=endpoint.signer.sign,
+                        )
                     )
                     client.shadow_signer = process_signer.sign
                     log.info("shadow fires sign in a worker process")
