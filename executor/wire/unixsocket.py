@@ -29,6 +29,11 @@ or two; a burst of hundreds of connects (tests, a restart storm) must not meet E
 SOCKET_MODE: Final = 0o600
 """Owner read/write only."""
 
+LOCK_ATTEMPTS: Final = 10
+"""Times ``acquire`` starts over when the file it locked was unlinked meanwhile (a failed start
+removing the lock file it created). Each round is three system calls; ten rounds can only be lost
+to a path replaced on purpose, over and over."""
+
 
 class SocketSetupError(Exception):
     """The socket path cannot be used; the message is one line naming the path and the problem."""
@@ -85,27 +90,56 @@ class InstanceLock:
     """An exclusive, non-blocking ``flock`` on ``PATH.lock``, held for the life of the process.
 
     The kernel drops the lock when the holder dies, even by SIGKILL, so a crashed executor never
-    blocks its successor. The lock file itself is left in place: removing it would let a third
-    process lock a fresh inode while a second still holds the old one.
+    blocks its successor. On a normal exit the lock file is left in place; a start-up that fails
+    after taking the lock removes the file if it created it (``release(remove_created=True)``),
+    so a refused start leaves the directory as it found it.
+
+    Removing a lock file is only safe because :meth:`acquire` checks, once it holds the ``flock``,
+    that the file it locked is still the one at the path: a process that opened the old file
+    just before it was unlinked finds it gone and starts over on the new one, so two processes
+    can never each hold a lock on a different inode of the same path.
     """
 
     def __init__(self, socket_path: Path) -> None:
         self.path = lock_path_for(socket_path)
         self._socket_path = socket_path
         self._fd: int | None = None
+        self.created = False
+        """Whether this process created the lock file (it did not exist before ``acquire``)."""
 
     def acquire(self) -> None:
         """Take the lock or raise ``SocketSetupError`` saying another executor holds it."""
         problem = _parent_problem(self.path)
         if problem is not None:
             raise SocketSetupError(f"cannot use socket path {self._socket_path}: {problem}")
+        for _ in range(LOCK_ATTEMPTS):
+            fd, created = self._open()
+            self._lock(fd)
+            if self._still_at_path(fd):
+                self._fd, self.created = fd, created
+                return
+            os.close(fd)  # unlinked by a failed start between our open and our flock
+        raise SocketSetupError(f"cannot lock {self.path}: it keeps being replaced")
+
+    def _open(self) -> tuple[int, bool]:
+        """(descriptor, whether this call created the file)."""
+        flags = os.O_RDWR | os.O_CLOEXEC
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, SOCKET_MODE)
+            for _ in range(LOCK_ATTEMPTS):
+                try:
+                    return os.open(self.path, flags | os.O_CREAT | os.O_EXCL, SOCKET_MODE), True
+                except FileExistsError:
+                    pass
+                with contextlib.suppress(FileNotFoundError):  # removed meanwhile: create it
+                    return os.open(self.path, flags), False
         except OSError as error:
             raise SocketSetupError(
                 f"cannot open lock file {self.path}: {_describe(error)}"
             ) from None
+        raise SocketSetupError(f"cannot open lock file {self.path}: it keeps being replaced")
+
+    def _lock(self, fd: int) -> None:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
@@ -115,13 +149,25 @@ class InstanceLock:
                     f"another executor is running on this socket (lock {self.path} is held)"
                 ) from None
             raise SocketSetupError(f"cannot lock {self.path}: {error.strerror}") from None
-        self._fd = fd
 
-    def release(self) -> None:
-        """Drop the lock (closing the descriptor releases the ``flock``)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+    def _still_at_path(self, fd: int) -> bool:
+        try:
+            at_path = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(fd)
+        return (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino)
+
+    def release(self, *, remove_created: bool = False) -> None:
+        """Drop the lock (closing the descriptor releases the ``flock``); with
+        ``remove_created``, first unlink the lock file if this process created it."""
+        if self._fd is None:
+            return
+        if remove_created and self.created:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)  # still holding the flock: nobody else holds this inode
+        os.close(self._fd)
+        self._fd = None
 
 
 def remove_stale_socket(socket_path: Path) -> None:
