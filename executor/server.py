@@ -112,6 +112,7 @@ class ExecutorServer:
         self._connections: set[Connection] = set()
         self._early_signals: list[int] = []
         self._notifier = config.notifier or ServiceNotifier(None)
+        self._published = False
 
     # ---------------------------------------------------------------- public surface
 
@@ -203,7 +204,9 @@ class ExecutorServer:
                     )
                     host, port = metrics.address
                     log.info("metrics endpoint listening", host=host, port=port)
-                async with trio.open_nursery() as root:
+                # Everything about the exchange that can fail (key, CA file, reachability, the
+                # signing worker) is found before the database is created.
+                async with self._exchange_side(), trio.open_nursery() as root:
                     self._notifier.status("opening the telemetry database")
                     self._telemetry = await root.start(
                         functools.partial(
@@ -212,6 +215,7 @@ class ExecutorServer:
                             capacity=self.config.telemetry_capacity,
                             linger_s=self.config.telemetry_linger_s,
                             observe=observe,
+                            require_writable=self.config.order_path is not None,
                         )
                     )
                     await self._serve_published(root, prepared, task_status)
@@ -227,8 +231,14 @@ class ExecutorServer:
                 raise
             raise startup from None
         finally:
-            lock.release()
+            # A start that never published its socket removes the lock file it created.
+            lock.release(remove_created=not self._published)
             self._notifier.close()
+
+    def _exchange_side(self) -> AbstractAsyncContextManager[object]:
+        if self.config.order_path is not None:
+            return self.config.order_path.exchange_side()
+        return contextlib.nullcontext()
 
     def _open_fire_path(self, telemetry: Telemetry) -> AbstractAsyncContextManager[FirePath]:
         if self.config.order_path is not None:
@@ -254,6 +264,7 @@ class ExecutorServer:
             async with self._open_fire_path(telemetry) as fire_path:
                 self._fire_path = fire_path
                 listener = publish_unix_socket(prepared)
+                self._published = True
                 try:
                     await self._serve(listener, task_status)
                 finally:

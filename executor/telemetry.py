@@ -43,7 +43,13 @@ from executor.recording.rows import (
     wake_recv_row,
 )
 from executor.recording.schema import REFERENCE_USER_VERSION
-from executor.recording.sqlite_writer import TelemetryOpenError, open_database
+from executor.recording.sqlite_writer import (
+    TelemetryOpenError,
+    database_files,
+    open_database,
+    prove_writable,
+    remove_new_files,
+)
 
 CHANNEL_CAPACITY: Final = 8192
 """Rows the channel holds (rows). Several seconds of wakes at any plausible rate, while a commit of
@@ -146,6 +152,7 @@ async def serve_telemetry(
     drain_timeout_s: float = DRAIN_TIMEOUT_S,
     linger_s: float = BATCH_LINGER_S,
     observe: Callable[[TelemetryRow], None] | None = None,
+    require_writable: bool = False,
     task_status: trio.TaskStatus[Telemetry] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Open the database, hand back a :class:`Telemetry`, and write rows until it is closed.
@@ -154,9 +161,12 @@ async def serve_telemetry(
     its schema in place before ``start`` returns. Returns once :meth:`Telemetry.close` has been
     called and every queued row is committed and the database closed. ``observe``, when given, is
     called with each row the consumer takes off the channel (on the Trio thread, off the hot path).
+    ``require_writable`` (an executor with an exchange: no trading without an audit trail) commits
+    one write before ``started``, so a database that opens but cannot be written stops start-up.
 
     Raises:
-        TelemetryOpenError: before ``started``, when the database cannot be opened or initialised.
+        TelemetryOpenError: before ``started``, when the database cannot be opened or initialised
+            (or, with ``require_writable``, written).
 
     Cancellation: the rows held and queued are still written, shielded, for at most
     ``drain_timeout_s`` (a batch already in the worker thread always completes); rows not written
@@ -165,9 +175,19 @@ async def serve_telemetry(
     """
     path = Path(db_path)
     one_thread_at_a_time = trio.CapacityLimiter(1)
+    existed = await trio.to_thread.run_sync(database_files, path)
     connection, created = await trio.to_thread.run_sync(
         open_database, path, limiter=one_thread_at_a_time
     )
+    if require_writable:
+        try:
+            await trio.to_thread.run_sync(
+                prove_writable, connection, path, limiter=one_thread_at_a_time
+            )
+        except TelemetryOpenError:
+            await trio.to_thread.run_sync(connection.close, limiter=one_thread_at_a_time)
+            await trio.to_thread.run_sync(remove_new_files, path, existed)
+            raise
     counters = TelemetryCounters()
     send, receive = trio.open_memory_channel[TelemetryRow](capacity)
     closed = trio.Event()

@@ -1,20 +1,25 @@
 """Assembling the order path of an executor with an exchange, and taking it down in order.
 
-:func:`open_order_path` is entered by the server after telemetry is open and before the socket is
-bound, and left after the fires nursery is done, before telemetry closes. In between it owns::
+Two stages, so that everything about the exchange that can fail is found before the database
+exists (a refused start leaves no file behind):
 
-    services        the in-process fake exchange (``--exchange fake``), cancelled last
-    exchange client one keep-alive HTTPS client, pre-warmed before the socket is bound
-    shadow lane     signs shadow fires; closed and drained at exit
-    pollers         the account poll (first poll before serving) and the heartbeat
+- :func:`open_exchange_side`, entered by the server after the socket is claimed and before the
+  database is opened, left last. It owns the in-process fake exchange (``--exchange fake``), the
+  endpoint and its key, the one keep-alive HTTPS client (CA file loaded, pre-warmed with one
+  signed balance request: the exchange is reachable and accepts the key), and the shadow-signing
+  worker.
+- :func:`open_order_path`, entered after telemetry is open (and the database proven writable)
+  and before the socket is published, left after the fires nursery is done, before telemetry
+  closes. In order: reconciliation of the rows earlier runs left unresolved
+  (``executor.exchange.reconcile``; the corrections committed first), the risk gate's warm start
+  from the corrected ``orders_fired`` (a worker thread), the shadow lane (closed and drained at
+  exit) and the pollers (the account poll, first poll before serving, later polls also following
+  resting orders; and the heartbeat).
 
-Start-up order: key and endpoint, the pre-warmed client, reconciliation of the rows earlier runs
-left unresolved (``executor.exchange.reconcile``; the corrections committed first), the risk
-gate's warm start from the corrected ``orders_fired`` (a worker thread), the first account poll
-(later polls also follow resting orders). Every failure there is one
-:class:`StartupError` line. Exit order: pollers cancelled, shadow lane drained, client closed, fake
-exchange stopped, so in-flight orders have finished (and queued their resolution rows) before the
-client goes, and the rows are all queued before the server closes telemetry.
+Every start-up failure is one :class:`StartupError` line. Exit order: pollers cancelled, shadow
+lane drained, telemetry closed by the server, then the client, the signing worker and the fake
+exchange, so in-flight orders have finished (and queued their resolution rows) before the client
+goes, and the rows are all queued before the server closes telemetry.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -36,7 +42,12 @@ from executor.decide.killswitch import KillSwitch
 from executor.decide.recent_orders import load_recent_orders
 from executor.decide.risk import RiskGate
 from executor.decide.risk_limits import DAY_MS
-from executor.exchange.account import AccountState, serve_account, serve_heartbeats
+from executor.exchange.account import (
+    HEARTBEAT_INTERVAL_S,
+    AccountState,
+    serve_account,
+    serve_heartbeats,
+)
 from executor.exchange.dispatcher import OrderDispatcher, OrderPolicy
 from executor.exchange.reconcile import CollectedRows, Reconciler
 from executor.exchange.shadow_lane import ShadowLane
@@ -50,10 +61,6 @@ from executor.signer import KalshiSigner, SignerKeyError
 from executor.telemetry import Telemetry, row_fields
 
 log = structlog.get_logger()
-
-OrderPathFactory = Callable[[Telemetry], AbstractAsyncContextManager[FirePath]]
-"""What the server is given to build its fire path once telemetry is open."""
-
 
 IN_PROCESS_FAKE_BALANCE_CENTS: Final = 10_000
 """The in-process fake's starting balance (cents): $100, not the fake's usual $1,000. With the
@@ -77,6 +84,66 @@ def load_signer(exchange: ExchangeSettings) -> KalshiSigner:
         raise ConfigError(str(error)) from None
 
 
+@dataclass(frozen=True, slots=True)
+class ExchangeSide:
+    """The exchange end of the order path, ready before the database exists."""
+
+    endpoint: ExchangeEndpoint
+    client: ExchangeClient
+
+
+class OrderPathFactory:
+    """What the server is given: the two stages of the order path, in the order it enters them.
+
+    ``exchange_side()`` first (before the database is opened), then ``factory(telemetry)`` (after);
+    called alone, ``factory(telemetry)`` opens the exchange side itself.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        telemetry_db: Path,
+        kill_switch: KillSwitch | None,
+        signer: KalshiSigner | None = None,
+        announce: Callable[[str], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.telemetry_db = telemetry_db
+        self.kill_switch = kill_switch
+        self.signer = signer
+        self.announce = announce
+        self.heartbeat_interval_s = HEARTBEAT_INTERVAL_S
+        """Seconds between heartbeat rows (a test shortens it: a heartbeat that is written is
+        what ends an audit-trail outage)."""
+        self._side: ExchangeSide | None = None
+
+    @asynccontextmanager
+    async def exchange_side(self) -> AsyncIterator[ExchangeSide]:
+        """Stage one (:func:`open_exchange_side`), kept for the second stage to use."""
+        async with open_exchange_side(
+            self.settings, signer=self.signer, announce=self.announce
+        ) as side:
+            self._side = side
+            try:
+                yield side
+            finally:
+                self._side = None
+
+    def __call__(self, telemetry: Telemetry) -> AbstractAsyncContextManager[FirePath]:
+        """Stage two (:func:`open_order_path`) over the exchange side, if one is open."""
+        return open_order_path(
+            self.settings,
+            telemetry,
+            telemetry_db=self.telemetry_db,
+            kill_switch=self.kill_switch,
+            signer=self.signer,
+            announce=self.announce,
+            side=self._side,
+            heartbeat_interval_s=self.heartbeat_interval_s,
+        )
+
+
 def order_path_factory(
     settings: Settings,
     *,
@@ -86,8 +153,7 @@ def order_path_factory(
     announce: Callable[[str], None] | None = None,
 ) -> OrderPathFactory:
     """The server's factory for ``settings`` (mode fake or real)."""
-    return functools.partial(
-        open_order_path,
+    return OrderPathFactory(
         settings,
         telemetry_db=telemetry_db,
         kill_switch=kill_switch,
@@ -97,25 +163,19 @@ def order_path_factory(
 
 
 @asynccontextmanager
-async def open_order_path(
+async def open_exchange_side(
     settings: Settings,
-    telemetry: Telemetry,
     *,
-    telemetry_db: Path,
-    kill_switch: KillSwitch | None,
     signer: KalshiSigner | None = None,
     announce: Callable[[str], None] | None = None,
-) -> AsyncIterator[FirePath]:
-    """Start everything real fires need and yield the fire path; take it down in order on exit.
-
-    ``announce``, when given, is told each start-up step as it begins, in words (the service
-    manager's ``STATUS=`` line, ``executor.notify``).
+) -> AsyncIterator[ExchangeSide]:
+    """Start the exchange end: the fake (if any), the key, the pre-warmed client, the signing
+    worker. Touches no database.
 
     Raises:
-        StartupError: before yielding, when the key, the exchange or the fake cannot be set up.
+        StartupError: the key, the CA file, the exchange or the fake cannot be set up.
 
-    Cancellation: on exit the shadow lane finishes the jobs it holds (no network I/O) and the
-    client is closed; the fake exchange is cancelled last.
+    Cancellation: on exit the client is closed, then the signing worker, then the fake.
     """
     exchange = settings.exchange
     step = announce or _silent
@@ -133,12 +193,6 @@ async def open_order_path(
                         f"exchange {endpoint.base_url} cannot be reached: "
                         f"{str(error) or type(error).__name__}"
                     ) from None
-                reconciler = Reconciler(client, telemetry)
-                step("reconciling the orders earlier runs left unresolved")
-                await _reconcile_earlier_runs(reconciler, telemetry_db)
-                step("warm-starting the risk gate from orders_fired")
-                risk = await _warm_risk_gate(settings, telemetry_db)
-                reconciler.fills = risk
                 if exchange.shadow_signing == "process":
                     step("starting the shadow signing worker process")
                     process_signer = await stack.enter_async_context(
@@ -150,37 +204,78 @@ async def open_order_path(
                     )
                     client.shadow_signer = process_signer.sign
                     log.info("shadow fires sign in a worker process")
-                fire_path = _fire_path(settings, telemetry, kill_switch, client, risk, reconciler)
-                orders = fire_path.orders
-                assert orders is not None
-                async with trio.open_nursery() as lane_nursery:
-                    await lane_nursery.start(orders.lane.run)
-                    try:
-                        async with trio.open_nursery() as pollers:
-                            step("polling the account (balance, positions)")
-                            await pollers.start(
-                                functools.partial(
-                                    serve_account, follow_resting=reconciler.poll_resting
-                                ),
-                                client,
-                                orders.account,
-                                risk,
-                            )
-                            await pollers.start(
-                                serve_heartbeats,
-                                telemetry,
-                                lambda: telemetry.statistics().queued,
-                                lambda: _dropped_rows(telemetry),
-                            )
-                            try:
-                                yield fire_path
-                            finally:
-                                pollers.cancel_scope.cancel()
-                    finally:
-                        orders.lane.close()
+                yield ExchangeSide(endpoint, client)
         finally:
             # After the client has closed: the fake exchange (if any) goes last.
             services.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def open_order_path(
+    settings: Settings,
+    telemetry: Telemetry,
+    *,
+    telemetry_db: Path,
+    kill_switch: KillSwitch | None,
+    signer: KalshiSigner | None = None,
+    announce: Callable[[str], None] | None = None,
+    side: ExchangeSide | None = None,
+    heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
+) -> AsyncIterator[FirePath]:
+    """Start everything real fires need and yield the fire path; take it down in order on exit.
+
+    ``side`` is the exchange end opened before the database; None opens one here (first).
+    ``announce``, when given, is told each start-up step as it begins, in words (the service
+    manager's ``STATUS=`` line, ``executor.notify``).
+
+    Raises:
+        StartupError: before yielding, when the key, the exchange or the fake cannot be set up.
+
+    Cancellation: on exit the shadow lane finishes the jobs it holds (no network I/O); an
+    exchange side opened here is closed after it.
+    """
+    step = announce or _silent
+    async with AsyncExitStack() as stack:
+        if side is None:
+            side = await stack.enter_async_context(
+                open_exchange_side(settings, signer=signer, announce=announce)
+            )
+        client = side.client
+        reconciler = Reconciler(client, telemetry)
+        step("reconciling the orders earlier runs left unresolved")
+        await _reconcile_earlier_runs(reconciler, telemetry_db)
+        step("warm-starting the risk gate from orders_fired")
+        risk = await _warm_risk_gate(settings, telemetry_db)
+        reconciler.fills = risk
+        fire_path = _fire_path(settings, telemetry, kill_switch, client, risk, reconciler)
+        orders = fire_path.orders
+        assert orders is not None
+        async with trio.open_nursery() as lane_nursery:
+            await lane_nursery.start(orders.lane.run)
+            try:
+                async with trio.open_nursery() as pollers:
+                    step("polling the account (balance, positions)")
+                    await pollers.start(
+                        functools.partial(serve_account, follow_resting=reconciler.poll_resting),
+                        client,
+                        orders.account,
+                        risk,
+                    )
+                    await pollers.start(
+                        functools.partial(
+                            serve_heartbeats,
+                            telemetry,
+                            lambda: telemetry.statistics().queued,
+                            lambda: _dropped_rows(telemetry),
+                            interval_s=heartbeat_interval_s,
+                        )
+                    )
+                    try:
+                        yield fire_path
+                    finally:
+                        pollers.cancel_scope.cancel()
+            finally:
+                orders.lane.close()
 
 
 def _silent(_step: str) -> None:

@@ -12,6 +12,7 @@ fire, one per 10 s) one statement each.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import sqlite3
@@ -267,6 +268,46 @@ def open_database(path: Path) -> tuple[sqlite3.Connection, bool]:
         connection.close()
         raise TelemetryOpenError(f"cannot initialise telemetry database {path}: {error}") from error
     return connection, created
+
+
+def prove_writable(connection: sqlite3.Connection, path: Path) -> None:
+    """Commit one write that changes nothing (``user_version`` rewritten with its own value), so a
+    database that opens but cannot be written (a read-only file, a full disk) is found now.
+
+    Raises:
+        TelemetryOpenError: the write or its commit failed.
+    """
+    try:
+        (version,) = connection.execute("PRAGMA user_version").fetchone()
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute(f"PRAGMA user_version = {int(version)}")
+        connection.execute("COMMIT")
+    except WRITE_ERRORS as error:
+        rollback_quietly(connection)
+        raise TelemetryOpenError(
+            f"telemetry database {path} is not writable ({error}): "
+            "with an exchange the executor does not trade without its audit trail"
+        ) from None
+
+
+DATABASE_SUFFIXES: Final = ("", "-wal", "-shm", "-journal")
+"""The files SQLite keeps for a database at ``path`` (``path`` + suffix)."""
+
+
+def database_files(path: Path) -> list[Path]:
+    """The database's files that exist now."""
+    return [path.with_name(path.name + suffix) for suffix in DATABASE_SUFFIXES if
+            path.with_name(path.name + suffix).exists()]
+
+
+def remove_new_files(path: Path, existed: list[Path]) -> None:
+    """After a refused start (the connection closed): remove the database files that were not in
+    ``existed`` before it opened (SQLite leaves an empty ``-wal`` and a ``-shm`` beside a file it
+    could not write). Blocking: call it from a worker thread."""
+    for leftover in database_files(path):
+        if leftover not in existed:
+            with contextlib.suppress(OSError):
+                leftover.unlink()
 
 
 @dataclass(frozen=True, slots=True)

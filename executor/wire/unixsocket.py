@@ -106,6 +106,8 @@ class InstanceLock:
         self._fd: int | None = None
         self.created = False
         """Whether this process created the lock file (it did not exist before ``acquire``)."""
+        self._created_dirs: list[Path] = []
+        """Folders ``acquire`` made for the socket, deepest first."""
 
     def acquire(self) -> None:
         """Take the lock or raise ``SocketSetupError`` saying another executor holds it."""
@@ -125,7 +127,9 @@ class InstanceLock:
         """(descriptor, whether this call created the file)."""
         flags = os.O_RDWR | os.O_CLOEXEC
         try:
+            missing = [folder for folder in self.path.parents if not folder.exists()]
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._created_dirs = self._created_dirs or missing
             for _ in range(LOCK_ATTEMPTS):
                 try:
                     return os.open(self.path, flags | os.O_CREAT | os.O_EXCL, SOCKET_MODE), True
@@ -160,7 +164,8 @@ class InstanceLock:
 
     def release(self, *, remove_created: bool = False) -> None:
         """Drop the lock (closing the descriptor releases the ``flock``); with
-        ``remove_created``, first unlink the lock file if this process created it."""
+        ``remove_created``, first unlink the lock file if this process created it, and then the
+        folders it made for it, if they are empty."""
         if self._fd is None:
             return
         if remove_created and self.created:
@@ -168,6 +173,10 @@ class InstanceLock:
                 os.unlink(self.path)  # still holding the flock: nobody else holds this inode
         os.close(self._fd)
         self._fd = None
+        if remove_created and self.created:
+            for folder in self._created_dirs:
+                with contextlib.suppress(OSError):
+                    folder.rmdir()  # only if empty: never anything another process put there
 
 
 def remove_stale_socket(socket_path: Path) -> None:

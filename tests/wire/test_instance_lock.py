@@ -56,3 +56,19 @@ def test_a_lock_on_an_unlinked_file_is_not_a_lock(
     with pytest.raises(SocketSetupError, match="another executor is running"):
         late.acquire()
     holder.release()
+
+
+def test_a_failed_start_removes_the_folders_it_made(short_dir: Path) -> None:
+    """The socket's missing folders, made by acquire, are removed with the lock file; a folder
+    that holds something else stays."""
+    socket_path = short_dir / "a" / "b" / "x.sock"
+    lock = InstanceLock(socket_path)
+    lock.acquire()
+    assert (short_dir / "a" / "b").is_dir()
+    lock.release(remove_created=True)
+    assert list(short_dir.iterdir()) == []
+    kept = InstanceLock(socket_path)
+    kept.acquire()
+    (short_dir / "a" / "other").write_text("not ours")
+    kept.release(remove_created=True)
+    assert sorted(path.name for path in (short_dir / "a").iterdir()) == ["other"]
