@@ -136,6 +136,7 @@ class ExecutorServer:
             refused_permission=fires.refused_permission,
             dispatch_errors=fires.dispatch_errors,
             shadow_skipped=fires.shadow_skipped,
+            refused_audit=fires.refused_audit,
             oversized_frames=frames.oversized_frames,
             connections_opened=counters.connections_opened,
             connections_open=counters.connections_open,

@@ -139,6 +139,11 @@ class Telemetry:
         self._send.close()
         self._closed.set()
 
+    @property
+    def audit_available(self) -> bool:
+        """False while order rows cannot be written (the decision refuses real fires then)."""
+        return self._counters.audit_available
+
     def statistics(self) -> TelemetryStatistics:
         """The counters now, and how many rows wait in the channel."""
         return self._counters.snapshot(self._send.statistics().current_buffer_used)

@@ -6,9 +6,10 @@ writes one) or an :class:`Order` to place, real or shadow. The order in which th
 
 - with no exchange (SERVICE.md): the price checks, then, for a real fire, the kill switch; the
   order carries the configured contract count;
-- with an exchange, a real fire: the price checks, sizing (below one contract is the volume
-  refusal, whose row carries the fixed count), the kill switch, the risk gate, the production
-  guard;
+- with an exchange, a real fire: the price checks, sizing, the audit trail (while order rows
+  cannot be written, ``audit trail unavailable``: its would-be ``rejected`` row is logged, not
+  written), the volume refusal (below one contract; its row carries the fixed count), the kill
+  switch, the risk gate, the production guard;
 - with an exchange, a shadow fire: the snap (a price that cannot be snapped is refused), the fixed
   count, the production guard. Shadow fires never read the kill switch or the risk gate.
 
@@ -42,6 +43,10 @@ from executor.wire.protocol import WakeMessage
 PRODUCTION_WITHOUT_ALLOW: Final = "environment prod without KALSHI_ALLOW_PRODUCTION_ORDERS"
 """The production guard's reason (DISPATCH.md §4 step 1)."""
 
+AUDIT_TRAIL_UNAVAILABLE: Final = "audit trail unavailable"
+"""The reason a real fire is refused while order rows cannot be written: an executor that cannot
+record what it sends must not send."""
+
 
 class RefusalKind(enum.Enum):
     """Why a fire ends before any order; each value is the fire path's counter of that refusal."""
@@ -51,6 +56,7 @@ class RefusalKind(enum.Enum):
     KILL_SWITCH = "refused_kill_switch"
     RISK = "refused_risk"
     PERMISSION = "refused_permission"
+    AUDIT = "refused_audit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +144,13 @@ class Permission:
         return None
 
 
+class AuditTrail(Protocol):
+    """Whether order rows can be written now (``executor.telemetry.Telemetry``)."""
+
+    @property
+    def audit_available(self) -> bool: ...
+
+
 class Balance(Protocol):
     """The account figure sizing reads (``executor.exchange.account.AccountState``)."""
 
@@ -154,12 +167,14 @@ class OrderRules:
         account: the last polled balance, read at each decision.
         risk: the risk gate, or None when it is disabled.
         permission: the production guard.
+        audit: whether order rows can be written; None never refuses.
     """
 
     sizing: SizingConfig
     account: Balance
     risk: RiskGate | None
     permission: Permission
+    audit: AuditTrail | None = None
 
 
 class Decider:
@@ -225,6 +240,10 @@ class Decider:
     def _decide_real(
         self, message: WakeMessage, price: float, count: int, rules: OrderRules
     ) -> Decision:
+        if rules.audit is not None and not rules.audit.audit_available:
+            logged = count if count >= 1 else rules.sizing.fixed_contract_count
+            request = self._requests.request(message, price, logged)
+            return Refusal(RefusalKind.AUDIT, AUDIT_TRAIL_UNAVAILABLE, request)
         if count < 1:
             available = message.available_size_contracts
             reason = f"insufficient resting volume: {available:g} contracts at the level"
@@ -260,7 +279,9 @@ class Decider:
 
 
 __all__ = [
+    "AUDIT_TRAIL_UNAVAILABLE",
     "PRODUCTION_WITHOUT_ALLOW",
+    "AuditTrail",
     "Balance",
     "Decider",
     "Decision",

@@ -307,6 +307,7 @@ def _fire_path(
         account=AccountState(),
         clock=PerfToWall(),
         clock_domain=clock_domain(),
+        audit=telemetry,
     )
     return FirePath(
         kill_switch=kill_switch,

@@ -47,7 +47,14 @@ from typing import Final
 
 import structlog
 
-from executor.decide.decision import Decider, Order, OrderRules, Refusal, RefusalKind
+from executor.decide.decision import (
+    AuditTrail,
+    Decider,
+    Order,
+    OrderRules,
+    Refusal,
+    RefusalKind,
+)
 from executor.decide.killswitch import KillSwitch
 from executor.decide.order_request import FireRequest, OrderTemplate, Side
 from executor.decide.risk import RiskGate
@@ -57,6 +64,7 @@ from executor.exchange.dispatcher import OrderDispatcher, OrderSink
 from executor.exchange.shadow_lane import ShadowJob, ShadowLane
 from executor.exchange.stages import FireStamps, PerfToWall, log_resolution, stage_rows
 from executor.logs import RateLimitedWarning
+from executor.recording.rows import row_fields
 from executor.wire.protocol import WakeMessage
 
 log = structlog.get_logger()
@@ -84,6 +92,7 @@ class FireOutcome(enum.Enum):
     REFUSED_VOLUME = "refused_volume"
     REFUSED_RISK = "refused_risk"
     REFUSED_PERMISSION = "refused_permission"
+    REFUSED_AUDIT = "refused_audit"
     DISPATCH_ERROR = "dispatch_error"
     SHADOW_SKIPPED = "shadow_skipped"
 
@@ -104,6 +113,7 @@ class FireCounters:
     """Orders of unknown outcome the exchange had (their rows corrected; start-up's included)."""
     reconcile_failed: int = 0
     """Orders of unknown outcome the exchange did not have, or could not be asked about."""
+    refused_audit: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -119,6 +129,7 @@ class OrderPath:
         account: the last polled balance (sizing reads ``balance_dollars``).
         clock: the perf-to-wall offset the stage rows are anchored with.
         clock_domain: this process's clock domain (``executor.clock.clock_domain()``).
+        audit: whether order rows can be written (telemetry); None never refuses.
     """
 
     dispatcher: OrderDispatcher
@@ -129,10 +140,14 @@ class OrderPath:
     account: AccountState
     clock: PerfToWall
     clock_domain: str
+    audit: AuditTrail | None = None
 
     def rules(self) -> OrderRules:
-        """What the decision consults with this exchange: sizing, balance, risk gate, guard."""
-        return OrderRules(self.sizing, self.account, self.risk, self.dispatcher.policy.permission)
+        """What the decision consults with this exchange: sizing, balance, risk gate, guard,
+        audit trail."""
+        return OrderRules(
+            self.sizing, self.account, self.risk, self.dispatcher.policy.permission, self.audit
+        )
 
 
 # Per-fire refusals are rate-limited per kind: a hostile or broken poller must not flood the log.
@@ -235,7 +250,12 @@ class FirePath:
             outcome = self._refused(message, decision)
             if decision.request is not None:
                 assert orders is not None  # only a decision with an exchange writes a row
-                await orders.dispatcher.record_rejected(decision.request, decision.reason)
+                if decision.kind is RefusalKind.AUDIT:
+                    # The row cannot be written: the log holds it instead, every one of them.
+                    row = orders.dispatcher.rejected_row(decision.request, decision.reason)
+                    log.error("real fire refused: audit trail unavailable", row=row_fields(row))
+                else:
+                    await orders.dispatcher.record_rejected(decision.request, decision.reason)
             return outcome
         self._counts["fired"] += 1
         if orders is None:
@@ -301,6 +321,8 @@ class FirePath:
             )
         elif kind is RefusalKind.PERMISSION:
             warnings.warning(reason=refusal.reason, dry_run=message.dry_run)
+        elif kind is RefusalKind.AUDIT:
+            pass  # the caller logs the would-be row at ERROR, once per refusal
         else:
             warnings.warning(
                 reason=refusal.reason,

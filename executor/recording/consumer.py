@@ -35,7 +35,7 @@ import trio
 
 from executor.recording.counters import TelemetryCounters
 from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow, TelemetryRow, row_fields
-from executor.recording.sqlite_writer import close_database, write_batch
+from executor.recording.sqlite_writer import BatchOutcome, close_database, write_batch
 
 BATCH_MAX_ROWS: Final = 500
 """Most rows committed in one transaction (rows). Large enough to amortise the commit's fsync,
@@ -303,6 +303,29 @@ class TelemetryConsumer:
             self._order_failures.order_dropped(order_row, error)
         for heartbeat_row, error in outcome.heartbeat_failures:
             self._order_failures.heartbeat_dropped(heartbeat_row, error)
+        self._judge_audit_trail(outcome)
+
+    def _judge_audit_trail(self, outcome: BatchOutcome) -> None:
+        """Mark the audit trail unavailable when an order or heartbeat row failed and none of
+        either kind was written in the batch; available again once one is written."""
+        counters = self._counters
+        written = outcome.order_rows_written + outcome.heartbeat_rows_written
+        failed = outcome.order_failures or outcome.heartbeat_failures
+        if written and not counters.audit_available:
+            counters.audit_available = True
+            logger.warning(
+                "audit trail available again: real fires are sent again", path=str(self._path)
+            )
+        elif failed and not written and counters.audit_available:
+            counters.audit_available = False
+            counters.audit_outages += 1
+            first_error = (outcome.order_failures or outcome.heartbeat_failures)[0][1]
+            logger.error(
+                "audit trail unavailable: real fires are refused until an order or heartbeat "
+                "row is written again",
+                path=str(self._path),
+                error=first_error,
+            )
 
 
 __all__ = [

@@ -37,6 +37,8 @@ class ServerStatistics:
     connections_open: int
     reconciled: int = 0
     reconcile_failed: int = 0
+    refused_audit: int = 0
+    """Real fires refused because the audit trail (``orders_fired``) could not be written."""
 
     def counters_line(self) -> str:
         """The first exit line, in the C++ port's key=value format plus this executor's keys."""
@@ -47,7 +49,8 @@ class ServerStatistics:
             f"fires_cancelled={self.fires_cancelled} fire_errors={self.fire_errors} "
             f"refused_volume={self.refused_volume} refused_risk={self.refused_risk} "
             f"refused_permission={self.refused_permission} "
-            f"dispatch_errors={self.dispatch_errors} shadow_skipped={self.shadow_skipped}"
+            f"dispatch_errors={self.dispatch_errors} shadow_skipped={self.shadow_skipped} "
+            f"refused_audit={self.refused_audit}"
         )
 
 
@@ -70,6 +73,11 @@ class TelemetryStatistics:
     batches_committed: int = 0
     order_rows_written: int = 0
     order_rows_dropped: int = 0
+    audit_outages: int = 0
+    """Times the audit trail became unavailable (an order or heartbeat row the database refused,
+    with nothing of either kind written in the same batch)."""
+    audit_unavailable: int = 0
+    """1 while the audit trail is unavailable (real fires refused), else 0."""
 
     def exit_line(self) -> str:
         """The second exit line: where every latency row and every order row went."""
@@ -79,7 +87,8 @@ class TelemetryStatistics:
             f"dropped_oversized_id={self.dropped_oversized_id} "
             f"dropped_write_failed={self.dropped_write_failed} "
             f"order_rows_written={self.order_rows_written} "
-            f"order_rows_dropped={self.order_rows_dropped}"
+            f"order_rows_dropped={self.order_rows_dropped} "
+            f"audit_outages={self.audit_outages} audit_unavailable={self.audit_unavailable}"
         )
 
 
@@ -98,6 +107,9 @@ class TelemetryCounters:
     batches_committed: int = 0
     order_rows_written: int = 0
     order_rows_dropped: int = 0
+    audit_outages: int = 0
+    audit_available: bool = True
+    """False from a failed audit write (order or heartbeat row) until one succeeds again."""
 
     def snapshot(self, queued: int) -> TelemetryStatistics:
         """The counters now, with ``queued`` rows waiting in the channel."""
@@ -110,6 +122,8 @@ class TelemetryCounters:
             batches_committed=self.batches_committed,
             order_rows_written=self.order_rows_written,
             order_rows_dropped=self.order_rows_dropped,
+            audit_outages=self.audit_outages,
+            audit_unavailable=int(not self.audit_available),
         )
 
 

@@ -83,6 +83,11 @@ STOP_TIMEOUT_S: Final = 2.0
 _GAUGES: Final = {"connections_open": "connections open now"}
 """ServerStatistics fields that go up and down; every other int field is a counter."""
 
+_TELEMETRY_GAUGES: Final = {
+    "audit_unavailable": "1 while the audit trail cannot be written and real fires are refused",
+}
+"""TelemetryStatistics fields that go up and down (``queued`` is the channel depth gauge)."""
+
 
 class MetricsSetupError(Exception):
     """The metrics endpoint cannot be bound: a start-up failure, reported in one line like an
@@ -209,6 +214,12 @@ class ExecutorCollector(Collector):
                 yield GaugeMetricFamily(
                     f"{NAMESPACE}_telemetry_channel_depth",
                     "rows waiting in the telemetry channel",
+                    value=value,
+                )
+            elif field.name in _TELEMETRY_GAUGES:
+                yield GaugeMetricFamily(
+                    f"{NAMESPACE}_telemetry_{field.name}",
+                    _TELEMETRY_GAUGES[field.name],
                     value=value,
                 )
             elif isinstance(value, int):

@@ -323,6 +323,7 @@ class BatchOutcome:
     order_failures: list[tuple[OrderRow, str]] = dataclasses.field(default_factory=list)
     """``(row, error)`` for each order row dropped (refused by a CHECK, or the disk failed)."""
     heartbeat_failures: list[tuple[HeartbeatRow, str]] = dataclasses.field(default_factory=list)
+    heartbeat_rows_written: int = 0
 
 
 def rollback_quietly(connection: sqlite3.Connection) -> None:
@@ -348,6 +349,7 @@ def write_batch(connection: sqlite3.Connection, rows: list[TelemetryRow]) -> Bat
             rows_written=len(rows) - order_rows - heartbeat_rows,
             committed_as_batch=True,
             order_rows_written=order_rows,
+            heartbeat_rows_written=heartbeat_rows,
         )
     return write_rows_one_by_one(connection, rows, now_ms)
 
@@ -358,7 +360,7 @@ def write_rows_one_by_one(
     """Write each row in its own transaction, so one bad row cannot sink the others."""
     give_up_at = time.monotonic() + ROW_RETRY_BUDGET_S
     written = 0
-    order_written = 0
+    order_written = heartbeat_written = 0
     failures: list[tuple[str, str]] = []
     order_failures: list[tuple[OrderRow, str]] = []
     heartbeat_failures: list[tuple[HeartbeatRow, str]] = []
@@ -378,6 +380,8 @@ def write_rows_one_by_one(
                     written += 1
                 elif isinstance(row, OrderRow):
                     order_written += 1
+                else:
+                    heartbeat_written += 1
                 continue
         if isinstance(row, LatencyRow):
             failures.append((row.correlation_id, error))
@@ -392,6 +396,7 @@ def write_rows_one_by_one(
         order_rows_written=order_written,
         order_failures=order_failures,
         heartbeat_failures=heartbeat_failures,
+        heartbeat_rows_written=heartbeat_written,
     )
 
 

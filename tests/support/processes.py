@@ -61,6 +61,7 @@ EXTRA_SERVER_KEYS = (
     "refused_permission",
     "dispatch_errors",
     "shadow_skipped",
+    "refused_audit",
     "log_dropped",
     "reconciled",
     "reconcile_failed",
@@ -77,7 +78,12 @@ TELEMETRY_KEYS = (
 """The second counter line's keys (the C++ port's)."""
 
 
-EXTRA_TELEMETRY_KEYS = ("order_rows_written", "order_rows_dropped")
+EXTRA_TELEMETRY_KEYS = (
+    "order_rows_written",
+    "order_rows_dropped",
+    "audit_outages",
+    "audit_unavailable",
+)
 """This executor's additions (orders_fired rows), at the end of the second counter line."""
 
 
