@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from executor.decide.decision import (
+    AUDIT_TRAIL_UNAVAILABLE,
     PRODUCTION_WITHOUT_ALLOW,
     Decider,
     Order,
@@ -266,3 +267,44 @@ def test_templates_are_cached_across_decisions() -> None:
     assert refused.request is not None and refused.request.template is first.request.template
     subject.decide(wake(direction="no"))
     assert subject.templates_built == 2
+
+
+# --- the audit trail ---
+
+
+@dataclass
+class Audit:
+    """Whether order rows can be written (Telemetry's ``audit_available``)."""
+
+    audit_available: bool
+
+
+def audited(available: bool, **rules: Any) -> Decider:
+    """A decider with an exchange whose audit trail is (un)available."""
+    kill_switch = rules.pop("kill_switch", None)
+    order_rules = OrderRules(
+        SizingConfig(), Account(), None, Permission(), audit=Audit(available), **rules
+    )
+    return Decider(kill_switch=kill_switch, rules=order_rules)
+
+
+def test_an_unavailable_audit_trail_refuses_a_real_fire_first(tmp_path: Path) -> None:
+    """While order rows cannot be written a real fire is refused ("audit trail unavailable"),
+    carrying the request its row would have described, before the switch or the volume check."""
+    subject = audited(False, kill_switch=ForbiddenKillSwitch(tmp_path / "halt"))
+    assert subject.decide(wake()) == Refusal(
+        RefusalKind.AUDIT, AUDIT_TRAIL_UNAVAILABLE, request(1)
+    )
+    thin = subject.decide(wake(available_size_contracts=0.5))
+    assert isinstance(thin, Refusal) and thin.kind is RefusalKind.AUDIT
+
+
+def test_an_unavailable_audit_trail_lets_shadow_fires_through() -> None:
+    """Shadow fires send nothing and write no order row: they go on while the trail is down."""
+    decision = audited(False).decide(wake(dry_run=True))
+    assert isinstance(decision, Order) and decision.shadow
+
+
+def test_an_available_audit_trail_changes_nothing() -> None:
+    """With the trail available the decision is the one it would be without the check."""
+    assert audited(True).decide(wake()) == decider().decide(wake())
