@@ -203,7 +203,8 @@ async def open_exchange_side(
                         )
                     )
                     client.shadow_signer = process_signer.sign
-                    log.info("shadow fires sign in a worker process")
+                    if not process_signer.on_loop:  # else its warning said where they sign
+                        log.info("shadow fires sign in a worker process")
                 yield ExchangeSide(endpoint, client)
         finally:
             # After the client has closed: the fake exchange (if any) goes last.
