@@ -157,3 +157,51 @@ def _exited(pid: int) -> bool:
     except FileNotFoundError:
         return True
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_a_group_signal_with_the_in_process_fake_is_an_orderly_exit(
+    signum: signal.Signals, short_dir: Path
+) -> None:
+    """``serve --exchange fake`` signalled as a group the moment a real wake is acked (its order
+    in flight or just answered): exit 0, counters balanced, no traceback, the row filled."""
+    socket_path, db_path = short_dir / "x.sock", short_dir / "t.db"
+    env = {name: value for name, value in os.environ.items() if not name.startswith("KALSHI_")}
+    with (short_dir / "stderr.txt").open("wb") as stderr:
+        process = await trio.lowlevel.open_process(
+            executor_command(
+                "serve", "--socket", socket_path, "--telemetry-db", db_path, "--exchange", "fake"
+            ),
+            env=env,
+            cwd=short_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=stderr,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    try:
+        with trio.fail_after(WAIT_S):
+            await _accepting(socket_path, process)
+            workers = [pid for pid in group_members(process.pid) if _is_worker(pid)]
+            acks = await trio.to_thread.run_sync(
+                request_all, socket_path, [make_wake("real-1", exchange_index=0)]
+            )
+            os.killpg(process.pid, signum)
+            status = await process.wait()
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+    output = (short_dir / "stderr.txt").read_text(errors="replace")
+    assert [ack.status for ack in acks] == ["accepted"]
+    assert workers, "the signing worker should share the executor's process group"
+    assert status == 0, output[-3000:]
+    assert "Traceback" not in output and "shadow signing worker" not in output
+    server, telemetry = exit_counters([line for line in output.splitlines() if line.strip()])
+    refused = sum(value for key, value in server.items() if key.startswith("refused_"))
+    assert server["accepted"] - server["unacked"] == server["fired"] + refused == 1
+    with sqlite3.connect(db_path) as db:
+        rows = db.execute("SELECT correlation_id, status FROM orders_fired").fetchall()
+    db.close()
+    assert rows == [("real-1", "filled")]
+    assert telemetry["order_rows_dropped"] == 0
