@@ -165,23 +165,21 @@ def test_a_served_executor_notifies_in_order(
     assert message == f"READY=1\nSTATUS=serving on {socket_path}"
     with socket.socket(socket.AF_UNIX) as probe:  # READY=1 means a poller can connect now
         probe.connect(os.fspath(socket_path))
-    expected = ["STATUS=opening the telemetry database"]
     if exchange == "fake":
-        expected += [
+        # The exchange side comes first: everything about it that can fail is found before the
+        # database is created.
+        assert starting[0] == "STATUS=starting the in-process fake exchange"
+        assert starting[1].startswith("STATUS=pre-warming the exchange client (https://")
+        assert starting[2:] == [
+            "STATUS=starting the shadow signing worker process",
+            "STATUS=opening the telemetry database",
             "STATUS=starting the order path",
-            "STATUS=starting the in-process fake exchange",
-        ]
-    assert starting[: len(expected)] == expected
-    if exchange == "fake":
-        assert starting[len(expected)].startswith("STATUS=pre-warming the exchange client (https://")
-        assert starting[len(expected) + 1 :] == [
             "STATUS=reconciling the orders earlier runs left unresolved",
             "STATUS=warm-starting the risk gate from orders_fired",
-            "STATUS=starting the shadow signing worker process",
             "STATUS=polling the account (balance, positions)",
         ]
     else:
-        assert starting == expected
+        assert starting == ["STATUS=opening the telemetry database"]
     executor.signal(signal.SIGTERM)
     assert (
         _receive(sock) == "STOPPING=1\nSTATUS=shutting down: finishing in-flight frames and fires"
