@@ -75,8 +75,10 @@ def order_body(spec: OrderSpec) -> bytes:
 class OrderStamps:
     """``perf_counter_ns`` stamps of the current attempt (None = not reached) and attempts made.
 
-    The four stamps are reset at the start of every attempt, so a retried order reports the
-    attempt that resolved it, never a mix of two.
+    The stamps are reset at the start of every attempt (:meth:`reset`), so a retried order reports
+    the attempt that resolved it, never a mix of two. ``wire_ns`` is taken once the request's last
+    byte was handed to the kernel; ``signature`` says how the attempt got its signature
+    (``"presigned"`` from the pool made ahead, ``"inline"`` signed in the fire, None = not yet).
     """
 
     sign_start_ns: int | None = None
@@ -88,6 +90,13 @@ class OrderStamps:
     """Set once any attempt failed in a way that may have placed the order (a timeout after
     the request may have been written, a connection lost after sending, a 5xx): the order's
     outcome is then unknown unless a later attempt succeeds, and only the exchange can say."""
+    wire_ns: int | None = None
+    signature: str | None = None
+
+    def reset(self) -> None:
+        """Forget the previous attempt's stamps (``attempts`` is kept)."""
+        self.sign_start_ns = self.sign_end_ns = self.sent_ns = self.ack_ns = self.wire_ns = None
+        self.signature = None
 
 
 class ExchangeError(Exception):
@@ -131,7 +140,7 @@ class RetryPolicy:
 
     Delay before attempt k+1: ``min(max_delay_s, base_delay_s * 2**(k-1)) * (0.5 + jitter/2)``
     with ``jitter`` uniform in [0, 1). Connection errors (no status) are always retryable;
-    timeouts never are.
+    timeouts and other ambiguous outcomes (:class:`ExchangeAmbiguous`) never are.
     """
 
     max_attempts: int = 3
@@ -140,8 +149,8 @@ class RetryPolicy:
     max_delay_s: float = 2.0
 
     def retryable(self, error: ExchangeError) -> bool:
-        """Whether ``error`` may be retried (a timeout never)."""
-        if isinstance(error, ExchangeTimeout):
+        """Whether ``error`` may be retried (a timeout or another ambiguous outcome never)."""
+        if isinstance(error, ExchangeAmbiguous):
             return False
         return error.status is None or error.status in self.retry_statuses
 

@@ -316,9 +316,7 @@ async def test_grace_shorter_than_the_order_cancels_it_with_a_row(
 ) -> None:
     """With a grace shorter than the exchange's delay the order resolves 'cancelled at shutdown'."""
     fake_exchange.inject(Fault("latency", seconds=1.0))
-    running = await start_trading(
-        nursery, short_dir, fake_exchange, fake_credentials, grace_s=0.1
-    )
+    running = await start_trading(nursery, short_dir, fake_exchange, fake_credentials, grace_s=0.1)
     async with connect(running.socket_path) as client:
         await client.request(real_wake("cut"))
         await wait_for_order(fake_exchange)
@@ -507,9 +505,7 @@ async def test_real_order_goes_out_before_shadow_fires_signed_in_a_worker(
             while fire_path.orders.lane.signed < burst:  # noqa: ASYNC110
                 await trio.sleep(0.01)
     telemetry.close()
-    [position] = [
-        i for i, r in enumerate(arrivals) if r.method == "POST" and r.path == ORDER_PATH
-    ]
+    [position] = [i for i, r in enumerate(arrivals) if r.method == "POST" and r.path == ORDER_PATH]
     assert arrivals.signed_before[position] < burst, arrivals.signed_before[position]
     assert fire_path.counters().shadow_skipped == 0
 
