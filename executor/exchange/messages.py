@@ -6,6 +6,7 @@ socket. ``executor.exchange.transport`` re-exports the public names; callers imp
 
 from __future__ import annotations
 
+import http
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -179,16 +180,24 @@ def error_text(status: int, reason: str, body: bytes) -> str:
 
 
 def parse_response(response: httpx.Response) -> dict[str, Any]:
-    """The JSON object of a 2xx response (``{}`` when empty); anything else raises.
+    """The JSON object of a 2xx httpx response (``{}`` when empty); see :func:`parse_answer`.
 
     Raises:
         ExchangeError: a non-2xx status (§5 text), or a 2xx body that is not a JSON object.
     """
-    import httpx  # loaded only once there is a response (the fire path imports this module)
+    return parse_answer(response.status_code, response.reason_phrase, response.content)
 
-    status, body = response.status_code, response.content
-    # A server may send an empty reason phrase; the standard one keeps the §5 text readable.
-    reason = response.reason_phrase or httpx.codes.get_reason_phrase(status)
+
+def parse_answer(status: int, reason: str, body: bytes) -> dict[str, Any]:
+    """The JSON object of a 2xx answer (``{}`` when empty); anything else raises.
+
+    ``reason`` is the server's reason phrase; an empty one is replaced by the standard phrase so
+    the §5 text stays readable.
+
+    Raises:
+        ExchangeError: a non-2xx status (§5 text), or a 2xx body that is not a JSON object.
+    """
+    reason = reason or _standard_reason(status)
     if not 200 <= status < 300:
         raise ExchangeError(error_text(status, reason, body), status=status)
     if not body.strip():
@@ -206,6 +215,13 @@ def parse_response(response: httpx.Response) -> dict[str, Any]:
             f"{status} {reason}: response is not a JSON object", status=status, maybe_placed=True
         )
     return payload
+
+
+def _standard_reason(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return ""
 
 
 def parse_position(entry: object) -> tuple[str, float]:

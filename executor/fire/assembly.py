@@ -4,7 +4,8 @@
 bound, and left after the fires nursery is done, before telemetry closes. In between it owns::
 
     services        the in-process fake exchange (``--exchange fake``), cancelled last
-    exchange client one keep-alive HTTPS client, pre-warmed before the socket is bound
+    exchange client the order connections (kept warm by a task in ``services``) and one
+                    keep-alive httpx client, all pre-warmed before the socket is bound
     shadow lane     signs shadow fires; closed and drained at exit
     pollers         the account poll (first poll before serving) and the heartbeat
 
@@ -127,7 +128,9 @@ async def open_order_path(
                 endpoint = await _endpoint(exchange, services, stack, signer)
                 step(f"pre-warming the exchange client ({endpoint.base_url})")
                 try:
-                    client = await stack.enter_async_context(open_exchange(endpoint))
+                    client = await stack.enter_async_context(
+                        open_exchange(endpoint, nursery=services)
+                    )
                 except Exception as error:
                     raise StartupError(
                         f"exchange {endpoint.base_url} cannot be reached: "
@@ -239,9 +242,7 @@ async def _endpoint(
             "FAKE exchange: orders go to an in-process fake, nothing reaches Kalshi",
             url=fake.base_url,
         )
-        return ExchangeEndpoint(
-            fake.base_url, credentials.key_id, fake_signer, credentials.ca_file
-        )
+        return ExchangeEndpoint(fake.base_url, credentials.key_id, fake_signer, credentials.ca_file)
     if exchange.base_url is None:
         raise StartupError("no exchange base URL configured")
     if signer is None:

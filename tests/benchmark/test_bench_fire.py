@@ -329,12 +329,7 @@ def test_tiny_fire_run_reads_the_trio_executors_own_stage_rows(work_dir: Path) -
     argv += ["--fire-shadow", "2", "--fire-real", "2", "--fire-bursts", "0", "--no-history"]
     assert main([*argv, "--out", str(out)]) == 0
     summary = _rows(out / "summary.csv")
-    # The httpx transport has no wire stamp yet: the order transport of issue 16 brings it.
-    assert {row["span"] for row in summary} == set(FIRE_STAGES) - {
-        "dispatch_wire",
-        "detect_wire",
-        WIRE_ACK,
-    }
+    assert {row["span"] for row in summary} == set(FIRE_STAGES)
     n = {(row["client"], row["span"]): int(row["n"]) for row in summary}
     assert n[("fire:shadow", "detect_fire")] == 2 and n[("fire:real", "detect_fire")] == 2
     assert n[("fire:real", "dispatch_ack")] == 2  # every real order was answered by the fake
@@ -343,6 +338,6 @@ def test_tiny_fire_run_reads_the_trio_executors_own_stage_rows(work_dir: Path) -
 
 def test_variants_refuse_an_unknown_name() -> None:
     """bench.variants names its variants and refuses anything else before starting an executor."""
-    assert set(VARIANTS) == {"idle-lane", "direct-request"}
+    assert set(VARIANTS) == {"idle-lane", "httpx-orders"}
     assert variants_main(["idle-lane+nonsense", "serve"]) == 2
     assert variants_main([]) == 2

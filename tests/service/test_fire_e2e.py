@@ -7,6 +7,7 @@ against ``executor.fake.exchange`` on 127.0.0.1 over real TLS; rows are read bac
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from dataclasses import replace
@@ -184,6 +185,8 @@ async def test_real_fire_sends_a_signed_order_and_leaves_every_row(
         "dispatch_send",
         "dispatch_ack",
         "detect_fire",
+        "dispatch_wire",
+        "detect_wire",
     ]
     stats = running.server.statistics()
     assert stats.fired == 1
@@ -261,9 +264,14 @@ async def test_shadow_fire_signs_but_sends_nothing(
     ]
     metadata = query(
         running.db_path,
-        "SELECT DISTINCT metadata_json FROM latency_events WHERE stage != 'wake_recv'",
+        "SELECT DISTINCT metadata_json FROM latency_events"
+        " WHERE stage NOT IN ('wake_recv', 'sign')",
     )
     assert metadata == [('{"dry_run": true}',)]
+    (sign,) = query(
+        running.db_path, "SELECT metadata_json FROM latency_events WHERE stage = 'sign'"
+    )
+    assert json.loads(sign[0])["dry_run"] is True
 
 
 async def test_exchange_error_is_an_error_row_and_counted(
@@ -330,6 +338,8 @@ async def test_grace_shorter_than_the_order_cancels_it_with_a_row(
         "sign",
         "dispatch_send",
         "detect_fire",
+        "dispatch_wire",  # the request was on the wire when shutdown cut the wait for its answer
+        "detect_wire",
     ]
     stats = running.server.statistics()
     assert (stats.fired, stats.fires_cancelled) == (1, 1)
