@@ -36,6 +36,7 @@ from bench.fire import (
 )
 from bench.fireclient import FirePlan, fire_cid, interleaved, phase_of
 from bench.frames import wake_message
+from bench.order_wire import main as order_wire_main
 from bench.processes import BenchError
 from bench.report import plot_styles
 from bench.rowwriter import RowWriter, open_database
@@ -341,3 +342,13 @@ def test_variants_refuse_an_unknown_name() -> None:
     assert set(VARIANTS) == {"idle-lane", "httpx-orders"}
     assert variants_main(["idle-lane+nonsense", "serve"]) == 2
     assert variants_main([]) == 2
+
+
+def test_the_order_wire_ab_runs_both_streams_against_the_fake(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A tiny A/B round sends answered orders over both TLS streams and prints their ratios."""
+    assert order_wire_main(["--rounds", "2", "--orders", "3", "--warmup", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("stdlib:") == 2 and out.count("trio:") == 2
+    assert "wire p50: stdlib" in out and "ratio" in out
