@@ -6,6 +6,8 @@ bound, and left after the fires nursery is done, before telemetry closes. In bet
     services        the in-process fake exchange (``--exchange fake``), cancelled last
     exchange client the order connections (kept warm by a task in ``services``) and one
                     keep-alive httpx client, all pre-warmed before the socket is bound
+    signatures      orders signed ahead by a worker process (``--presign-max-age-ms``), its
+                    first signature ready before the socket is bound; stopped before the worker
     shadow lane     signs shadow fires; closed and drained at exit
     pollers         the account poll (first poll before serving) and the heartbeat
 
@@ -40,6 +42,7 @@ from executor.decide.risk_limits import DAY_MS
 from executor.exchange.account import AccountState, serve_account, serve_heartbeats
 from executor.exchange.dispatcher import OrderDispatcher, OrderPolicy
 from executor.exchange.reconcile import CollectedRows, Reconciler
+from executor.exchange.presign import SignaturePool
 from executor.exchange.shadow_lane import ShadowLane
 from executor.exchange.sign_worker import open_process_signer
 from executor.exchange.stages import PerfToWall
@@ -142,6 +145,11 @@ async def open_order_path(
                 step("warm-starting the risk gate from orders_fired")
                 risk = await _warm_risk_gate(settings, telemetry_db)
                 reconciler.fills = risk
+                if exchange.presign_max_age_ms > 0:
+                    step("starting the signing-ahead worker process")
+                    client.signatures = await _start_presigning(
+                        endpoint, exchange.presign_max_age_ms, services, stack
+                    )
                 if exchange.shadow_signing == "process":
                     step("starting the shadow signing worker process")
                     process_signer = await stack.enter_async_context(
@@ -186,6 +194,35 @@ def _silent(_step: str) -> None:
     """An ``announce`` that tells nobody."""
 
 
+async def _start_presigning(
+    endpoint: ExchangeEndpoint, max_age_ms: int, services: trio.Nursery, stack: AsyncExitStack
+) -> SignaturePool:
+    """A signature pool kept full by its own worker process, stopped before the worker is."""
+    signer = await stack.enter_async_context(
+        open_process_signer(endpoint.signer.private_key_path, endpoint.key_id)
+    )
+    pool = SignaturePool(signer.sign, max_age_ms=max_age_ms)
+    scope = trio.CancelScope()
+    stopped = trio.Event()
+
+    async def keep_filled(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            with scope:
+                await pool.run(task_status=task_status)
+        finally:
+            stopped.set()
+
+    async def stop() -> None:
+        scope.cancel()
+        with trio.CancelScope(shield=True):
+            await stopped.wait()
+
+    await services.start(keep_filled)
+    stack.push_async_callback(stop)  # runs before the worker's context closes (LIFO)
+    log.info("orders sign ahead in a worker process", max_age_ms=max_age_ms, size=pool.size)
+    return pool
+
+
 def _fire_path(
     settings: Settings,
     telemetry: Telemetry,
@@ -205,7 +242,7 @@ def _fire_path(
     orders = OrderPath(
         dispatcher=OrderDispatcher(client, telemetry, policy, reconciler),
         sink=telemetry,
-        lane=ShadowLane(client),
+        lane=ShadowLane(client, presigned=client.place_shadow_now),
         sizing=settings.sizing,
         risk=risk,
         account=AccountState(),

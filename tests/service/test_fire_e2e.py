@@ -446,7 +446,8 @@ async def test_real_order_goes_out_ahead_of_queued_shadow_fires(
     """
     signer = RecordingSigner(fake_credentials.private_key_path, fake_credentials.key_id)
     factory = order_path_factory(
-        settings_for(fake_exchange, fake_credentials, shadow_signing="loop"),
+        # Signing ahead off: every signature is then this signer's, on the loop.
+        settings_for(fake_exchange, fake_credentials, shadow_signing="loop", presign_max_age_ms=0),
         telemetry_db=short_dir / "t.db",
         kill_switch=None,
         signer=signer,
