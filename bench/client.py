@@ -224,7 +224,9 @@ def run_flood(socket_path: str, seconds: float, rate: float) -> dict[str, float]
 def main(argv: list[str] | None = None) -> int:
     """Run one client kind and write its durations (or counts) where asked."""
     parser = argparse.ArgumentParser(prog="python -m bench.client", description=__doc__)
-    parser.add_argument("kind", choices=("blocking", "asyncio", "trio", "flood", *BURST_KINDS))
+    parser.add_argument(
+        "kind", choices=("blocking", "asyncio", "trio", "flood", *BURST_KINDS)
+    )
     parser.add_argument("--socket", required=True, help="executor's Unix socket")
     parser.add_argument("--frames", type=int, default=0, help="frames to send (latency kinds)")
     parser.add_argument("--out", help="file for one duration in ns per line (latency kinds)")

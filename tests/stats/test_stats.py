@@ -39,7 +39,6 @@ def now_ms() -> int:
 
 HOUR_MS = 3_600_000
 
-
 @contextlib.contextmanager
 def connect(path: Path) -> Iterator[sqlite3.Connection]:
     """A writable autocommit connection, closed on exit."""
