@@ -104,6 +104,8 @@ class FireCounters:
     """Orders of unknown outcome the exchange had (their rows corrected; start-up's included)."""
     reconcile_failed: int = 0
     """Orders of unknown outcome the exchange did not have, or could not be asked about."""
+    presigned: int = 0
+    signed_inline: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -177,12 +179,17 @@ class FirePath:
         return self._decider.templates_built
 
     def counters(self) -> FireCounters:
-        """A snapshot of the outcome counters (and the reconciler's, with an exchange)."""
+        """A snapshot of the outcome counters (and the reconciler's, with an exchange), with the
+        transport's ``presigned`` and ``signed_inline`` (real order attempts by how they got their
+        signature)."""
         counts = dict(self._counts)
         reconciler = self.orders.dispatcher.reconciler if self.orders is not None else None
         if reconciler is not None:
             counts["reconciled"] = reconciler.reconciled
             counts["reconcile_failed"] = reconciler.reconcile_failed
+        client = None if self.orders is None else self.orders.dispatcher.client
+        counts["presigned"] = int(getattr(client, "presigned", 0))
+        counts["signed_inline"] = int(getattr(client, "signed_inline", 0))
         return FireCounters(**counts)
 
     def fire_now(self, message: WakeMessage) -> FireOutcome | None:

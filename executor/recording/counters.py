@@ -37,6 +37,8 @@ class ServerStatistics:
     connections_open: int
     reconciled: int = 0
     reconcile_failed: int = 0
+    presigned: int = 0
+    signed_inline: int = 0
 
     def counters_line(self) -> str:
         """The first exit line, in the C++ port's key=value format plus this executor's keys."""
@@ -49,6 +51,11 @@ class ServerStatistics:
             f"refused_permission={self.refused_permission} "
             f"dispatch_errors={self.dispatch_errors} shadow_skipped={self.shadow_skipped}"
         )
+
+    def signing_counters(self) -> str:
+        """``presigned=N signed_inline=N``: the keys the exit line gained last (issue 16), which
+        the command line prints after every older key (``log_dropped`` included)."""
+        return f"presigned={self.presigned} signed_inline={self.signed_inline}"
 
 
 @dataclass(frozen=True, slots=True)

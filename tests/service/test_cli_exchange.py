@@ -55,6 +55,8 @@ def test_fake_exchange_serve_writes_orders_and_stage_rows(
     refused = sum(value for key, value in server.items() if key.startswith("refused_"))
     assert server["accepted"] - server["unacked"] == server["fired"] + refused
     assert telemetry["order_rows_written"] == 2  # pending + resolution
+    assert server["presigned"] + server["signed_inline"] == 1  # the one real order's attempt
+    assert list(server)[-2:] == ["presigned", "signed_inline"]  # new keys at the end
     with sqlite3.connect(db_path) as db:
         orders = db.execute("SELECT correlation_id, status, count FROM orders_fired").fetchall()
         stages = db.execute(

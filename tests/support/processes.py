@@ -64,6 +64,8 @@ EXTRA_SERVER_KEYS = (
     "log_dropped",
     "reconciled",
     "reconcile_failed",
+    "presigned",
+    "signed_inline",
 )
 """This executor's additions, at the end of the first counter line."""
 
