@@ -12,6 +12,11 @@ the worker makes one more and the oldest beyond ``size`` is dropped. So at rest 
 signatures about ``max_age_ms / size`` apart, the freshest at most that old, at a cost of
 ``size / max_age_ms`` signatures a second in the worker (40/s with the defaults, ~4% of a core).
 
+While a real order that took a signature is in flight (:meth:`SignaturePool.take` until
+:meth:`SignaturePool.order_done`), refills wait (at most ``MAX_REFILL_PAUSE_S``) unless the pool is
+empty: on a machine with few cores the worker's RSA work would otherwise compete with the order's
+round trip for the CPU (measured: the round trip 14% slower, docs/RESULTS.md 2026-12-01).
+
 Shadow fires use the same pool, but only above a reserve kept for real fires
 (:meth:`SignaturePool.take_spare`), and they take the *oldest* fresh signature: a burst of
 shadow wakes can never leave a real fire to sign inline.
@@ -39,6 +44,9 @@ POOL_SIZE: Final = 4
 spare for shadow fires."""
 RESERVED_FOR_REAL: Final = 2
 """Signatures a shadow fire never takes: the pool's last ones are for real orders."""
+MAX_REFILL_PAUSE_S: Final = 0.050
+"""Longest a refill waits for the real orders in flight to finish (seconds): an order's round
+trip on a healthy exchange, with room; a hung order must not stop the pool from refilling."""
 FAILURE_BACKOFF_S: Final = 1.0
 """Wait after the worker failed to sign (seconds) before retrying; fires sign inline meanwhile."""
 
@@ -82,6 +90,9 @@ class SignaturePool:
         self._clock = clock
         self._ready: collections.deque[tuple[int, str, str]] = collections.deque()  # oldest first
         self._wanted = trio.Event()
+        self._no_order_in_flight = trio.Event()
+        self._no_order_in_flight.set()
+        self.in_flight = 0
         self.made = self.expired = self.taken = self.taken_spare = self.failures = 0
 
     def __len__(self) -> int:
@@ -99,8 +110,17 @@ class SignaturePool:
             return None
         _, timestamp, signature = self._ready.pop()
         self.taken += 1
+        self.in_flight += 1
+        if self.in_flight == 1:
+            self._no_order_in_flight = trio.Event()
         self._wanted.set()
         return timestamp, signature
+
+    def order_done(self) -> None:
+        """The real order that :meth:`take` served has its answer (or failed): refills resume."""
+        self.in_flight = max(0, self.in_flight - 1)
+        if self.in_flight == 0:
+            self._no_order_in_flight.set()
 
     def take_spare(self) -> tuple[str, str] | None:
         """For a shadow fire: the oldest fresh one, only while more than ``reserve`` are ready."""
@@ -130,6 +150,9 @@ class SignaturePool:
         started = False
         while True:
             if self._needs_one():
+                if self._ready and not self._no_order_in_flight.is_set():
+                    with trio.move_on_after(MAX_REFILL_PAUSE_S):
+                        await self._no_order_in_flight.wait()
                 try:
                     await self._make_one()
                 except Exception as error:  # the worker's failure is not the executor's

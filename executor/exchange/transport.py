@@ -255,6 +255,8 @@ class ExchangeClient:
             stamps.ack_ns = stamp_ns()
         finally:
             self.orders.checkin(connection)
+            if stamps.signature == "presigned" and self.signatures is not None:
+                self.signatures.order_done()
         return parse_answer(status, reason, payload)
 
     async def _signature(self, stamps: OrderStamps, *, dry_run: bool) -> tuple[str, str]:

@@ -6,6 +6,7 @@ import functools
 
 import pytest
 import trio
+import trio.testing
 from structlog.testing import capture_logs
 
 from executor.exchange.messages import ORDER_PATH, OrderSpec, OrderStamps, order_body
@@ -200,3 +201,21 @@ async def test_a_shadow_fire_with_a_spare_signature_is_finished_in_the_offer(
     assert jobs[1].stamps.order.sent_ns is None
     assert not [r for r in fake_exchange.received if r.path == ORDER_PATH]
     assert pool.taken_spare == 1 and len(pool) == 2
+
+
+async def test_refills_wait_while_a_presigned_order_is_in_flight(
+    nursery: trio.Nursery, mock_clock: trio.testing.MockClock
+) -> None:
+    """After a real fire's take the worker signs nothing until that order is done (the pool not
+    being empty), so it does not compete with the order's round trip."""
+    made: list[str] = []
+    pool = SignaturePool(_counting_signer(made), max_age_ms=1000, size=2, reserve=0, clock=Clock())
+    await nursery.start(pool.run)
+    await trio.testing.wait_all_tasks_blocked()
+    assert len(pool) == 2
+    assert pool.take() is not None
+    await trio.testing.wait_all_tasks_blocked()
+    assert (len(made), pool.in_flight) == (2, 1)  # paused: one ready, one order in flight
+    pool.order_done()
+    await trio.testing.wait_all_tasks_blocked()
+    assert (len(made), len(pool), pool.in_flight) == (3, 2, 0)
