@@ -77,8 +77,8 @@ def _patch_httpx_orders() -> None:
         if cached is None:
             # Once per client: the URL and the client's default headers, merged the way
             # build_request would, and the timeout extension.
-            url = self._http.base_url.join(exchange.ORDER_PATH)
-            defaults = list(self._http.headers.multi_items())
+            url = self.rest._http.base_url.join(exchange.ORDER_PATH)
+            defaults = list(self.rest._http.headers.multi_items())
             timeout = httpx.Timeout(
                 exchange.ORDER_TIMEOUT_S, connect=exchange.ORDER_CONNECT_TIMEOUT_S
             )
@@ -94,12 +94,12 @@ def _patch_httpx_orders() -> None:
             signature = self._signer.sign(timestamp, "POST", exchange.ORDER_PATH)
         stamps.sign_end_ns = stamp_ns()
         stamps.signature = "inline"
-        headers = [*defaults, *self._headers(timestamp, signature, with_body=True).items()]
+        headers = [*defaults, *self.rest._headers(timestamp, signature, with_body=True).items()]
         request = httpx.Request("POST", url, content=body, headers=headers, extensions=extensions)
         stamps.sent_ns = stamp_ns()
         if dry_run:
             return {}
-        response = await self._send(request, exchange.ORDER_TIMEOUT_S)
+        response = await self.rest._send(request, exchange.ORDER_TIMEOUT_S)
         stamps.ack_ns = stamp_ns()
         return exchange.parse_response(response)
 

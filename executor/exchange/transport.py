@@ -4,9 +4,9 @@ Orders go over the order path's own connections (``executor.exchange.order_pool`
 TLS-handshaken at start-up, kept alive, each request made from a template proved equal to h11's
 serialisation (``order_template``), each response parsed by h11 (``order_connection``). Everything
 else (the account poll, start-up checks) goes through one long-lived HTTP/1.1 keep-alive
-``httpx.AsyncClient``, whose request and response models cost hundreds of µs a request, which is
-fine off the order path. Both verify TLS against the same CA file (never switched off) and are
-pre-warmed before the client is handed out. httpx runs on Trio natively (httpcore's Trio backend).
+``httpx.AsyncClient`` (``executor.exchange.rest``), whose request and response models cost
+hundreds of µs a request, which is fine off the order path. Both verify TLS against the same CA
+file (never switched off) and are pre-warmed before the client is handed out.
 
 An order attempt that wrote any byte and then lost its connection raises
 :class:`ExchangeAmbiguous` (as a timeout raises :class:`ExchangeTimeout`, one of its kind): never
@@ -49,7 +49,6 @@ from executor.exchange.messages import (
     error_text,
     order_body,
     parse_answer,
-    parse_position,
     parse_response,
 )
 from executor.exchange.order_pool import (
@@ -60,8 +59,14 @@ from executor.exchange.order_pool import (
 )
 from executor.exchange.order_template import OrderTemplate
 from executor.exchange.presign import SignaturePool
+from executor.exchange.rest import (
+    RestClient,
+    describe_error,
+    open_http,
+    tls_context,
+)
 from executor.exchange.token_bucket import TokenBucket
-from executor.signer import HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP, KalshiSigner
+from executor.signer import KalshiSigner
 
 __all__ = [
     "BALANCE_PATH",
@@ -88,27 +93,12 @@ ORDER_TIMEOUT_S: Final = 2.0
 """Total budget of one order attempt, send to last response byte (DISPATCH.md §5)."""
 ORDER_CONNECT_TIMEOUT_S: Final = CONNECT_TIMEOUT_S
 """Connect budget of an order attempt when the pool has no warm connection (DISPATCH.md §5)."""
-READ_TIMEOUT_S: Final = 10.0
-"""Total budget of a balance or positions request: the account poll is not latency-critical."""
-READ_CONNECT_TIMEOUT_S: Final = 3.0
-"""Connect budget of a balance or positions request (DISPATCH.md §5)."""
 
-KEEPALIVE_EXPIRY_S: Final = 45.0
-"""Idle seconds before a pooled connection is dropped. The 30 s account poll keeps the connection
-in use; past 45 s idle a fresh handshake beats writing an order into a connection that a load
-balancer may have dropped silently (a guess: common idle timeouts are 60 s)."""
-MAX_CONNECTIONS: Final = 2
-"""httpx pool ceiling: the account poll's two requests (orders have their own connections)."""
 CLOSE_TIMEOUT_S: Final = 2.0
 """How long closing the pool may take at shutdown, shielded from the cancellation that ends it."""
 
 TOKENS_PER_ORDER: Final = 10.0
 """Tokens one order attempt takes (DISPATCH.md §5)."""
-
-MAX_POSITION_PAGES: Final = 1000
-"""Positions pages followed before giving up: a cursor that never ends is an exchange bug."""
-
-JSON_CONTENT_TYPE: Final = "application/json"
 
 log = structlog.get_logger()
 
@@ -158,8 +148,7 @@ class ExchangeClient:
         limiter: TokenBucket | None = None,
         jitter: Callable[[], float] = random.random,
     ) -> None:
-        self._http = http
-        self._key_id = endpoint.key_id
+        self.rest = RestClient(http, endpoint.key_id, endpoint.signer)
         self._signer = endpoint.signer
         self.orders = orders
         self.template = template
@@ -174,7 +163,6 @@ class ExchangeClient:
         """Real order attempts that used a signature made ahead."""
         self.signed_inline = 0
         """Real order attempts that signed inline (no pool, or none fresh enough)."""
-        self._read_timeout = httpx.Timeout(READ_TIMEOUT_S, connect=READ_CONNECT_TIMEOUT_S)
 
     async def place_order(
         self, body: bytes, stamps: OrderStamps, *, dry_run: bool
@@ -287,123 +275,18 @@ class ExchangeClient:
         return timestamp, signature
 
     async def get_balance_cents(self) -> int:
-        """The account balance in cents (``GET /portfolio/balance``), signed, not retried.
-
-        Raises:
-            ExchangeError: the request failed or the answer has no integer ``balance``.
-        """
-        payload = await self.get_json(BALANCE_PATH)
-        balance = payload.get("balance")
-        if not isinstance(balance, int) or isinstance(balance, bool):
-            raise ExchangeError(f"balance response has no integer 'balance': {payload!r:.200}")
-        return balance
+        """The account balance in cents (``GET /portfolio/balance``); see :class:`RestClient`."""
+        return await self.rest.get_balance_cents()
 
     async def get_positions(self) -> dict[str, float]:
-        """Open contracts per ticker (``abs(float(position_fp))``, zeros omitted), all pages.
-
-        Raises:
-            ExchangeError: a page failed, was malformed, or the cursor never ended.
-        """
-        positions: dict[str, float] = {}
-        params: dict[str, str] | None = None
-        for _ in range(MAX_POSITION_PAGES):
-            payload = await self.get_json(POSITIONS_PATH, params)
-            entries = payload.get("market_positions") or []
-            if not isinstance(entries, list):
-                raise ExchangeError("positions response: 'market_positions' is not a list")
-            for entry in entries:
-                ticker, contracts = parse_position(entry)
-                if contracts:
-                    positions[ticker] = contracts
-            cursor = payload.get("cursor")
-            if not cursor:
-                return positions
-            params = {"cursor": str(cursor)}
-        raise ExchangeError(f"positions: cursor still set after {MAX_POSITION_PAGES} pages")
+        """Open contracts per ticker, all pages; see :class:`RestClient`."""
+        return await self.rest.get_positions()
 
     async def get_json(
         self, path: str, params: Mapping[str, str] | None = None
     ) -> dict[str, Any]:
-        """One signed ``GET path?params``, not retried; the JSON object it answered.
-
-        Off the order path (account poll, reconciliation): signed on the loop, with the 10 s
-        read budget.
-
-        Raises:
-            ExchangeError: the request failed, or the answer is not a JSON object.
-        """
-        timestamp = str(wall_ms())
-        signature = self._signer.sign(timestamp, "GET", path)
-        request = self._http.build_request(
-            "GET",
-            path,
-            params=params,
-            headers=self._headers(timestamp, signature, with_body=False),
-            timeout=self._read_timeout,
-        )
-        return parse_response(await self._send(request, READ_TIMEOUT_S))
-
-    def _headers(self, timestamp: str, signature: str, *, with_body: bool) -> dict[str, str]:
-        headers = {
-            HEADER_KEY: self._key_id,
-            HEADER_TIMESTAMP: timestamp,
-            HEADER_SIGNATURE: signature,
-        }
-        if with_body:
-            headers["Content-Type"] = JSON_CONTENT_TYPE
-        return headers
-
-    async def _send(self, request: httpx.Request, budget_s: float) -> httpx.Response:
-        """Send ``request`` and read the whole response within ``budget_s``.
-
-        Cancellation: a request cut mid-flight leaves its connection closed by httpcore, never
-        returned to the pool half-read.
-        """
-        try:
-            with trio.fail_after(budget_s):
-                return await self._http.send(request)
-        except trio.TooSlowError:
-            raise ExchangeTimeout(f"no response within {budget_s:g} s") from None
-        except httpx.TimeoutException as error:
-            # No connection, or none free: the request never left, so nothing can have happened.
-            never_sent = isinstance(error, (httpx.ConnectTimeout, httpx.PoolTimeout))
-            raise ExchangeTimeout(
-                f"timed out: {_describe(error)}", maybe_placed=not never_sent
-            ) from None
-        except httpx.TransportError as error:
-            # A connect (or TLS) failure sent nothing; a read or write error may come after the
-            # request reached the exchange.
-            raise ExchangeError(
-                f"connection error: {_describe(error)}",
-                maybe_placed=not isinstance(error, httpx.ConnectError),
-            ) from None
-
-
-def _describe(error: Exception) -> str:
-    """``Type: message``; an empty message borrows the first one down the cause chain, since
-    httpx re-raises a TLS failure as a bare ConnectError over trio's BrokenResourceError."""
-    detail = str(error)
-    cause = error.__cause__ or error.__context__
-    while not detail and cause is not None:
-        detail = str(cause)
-        cause = cause.__cause__ or cause.__context__
-    return f"{type(error).__name__}: {detail}" if detail else type(error).__name__
-
-
-def tls_context(ca_file: Path | None) -> ssl.SSLContext:
-    """A verifying client TLS context (hostname and chain checked), trusting ``ca_file`` if given.
-
-    Blocking (reads files): call it from a worker thread on the loop.
-
-    Raises:
-        ValueError: the CA file is missing, unreadable or not PEM certificates.
-    """
-    try:
-        return ssl.create_default_context(cafile=None if ca_file is None else str(ca_file))
-    except FileNotFoundError:
-        raise ValueError(f"exchange CA file {str(ca_file)!r}: no such file") from None
-    except (OSError, ssl.SSLError) as error:
-        raise ValueError(f"exchange CA file {str(ca_file)!r}: not usable ({error})") from None
+        """One signed ``GET path?params``, not retried; see :meth:`RestClient.get_json`."""
+        return await self.rest.get_json(path, params)
 
 
 def _check_base_url(base_url: str) -> None:
@@ -449,19 +332,7 @@ async def open_exchange(
     pool = OrderPool(
         tls_opener(parts.hostname, parts.port or 443, context, template), size=order_connections
     )
-    http = httpx.AsyncClient(
-        base_url=endpoint.base_url,
-        verify=context,
-        http1=True,
-        http2=False,
-        trust_env=False,  # no proxy or netrc from the environment between us and the exchange
-        limits=httpx.Limits(
-            max_connections=MAX_CONNECTIONS,
-            max_keepalive_connections=MAX_CONNECTIONS,
-            keepalive_expiry=KEEPALIVE_EXPIRY_S,
-        ),
-        timeout=httpx.Timeout(READ_TIMEOUT_S, connect=READ_CONNECT_TIMEOUT_S),
-    )
+    http = open_http(endpoint.base_url, context)
     try:
         client = ExchangeClient(http, endpoint, pool, template, retry=retry, limiter=limiter)
         if prewarm:
@@ -469,7 +340,7 @@ async def open_exchange(
             try:
                 await pool.fill()
             except (OSError, ssl.SSLError, trio.TooSlowError) as error:
-                raise ExchangeError(f"order connections: {_describe(error)}") from None
+                raise ExchangeError(f"order connections: {describe_error(error)}") from None
         if nursery is not None:
             await nursery.start(pool.maintain)
         yield client

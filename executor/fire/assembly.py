@@ -41,8 +41,8 @@ from executor.decide.risk import RiskGate
 from executor.decide.risk_limits import DAY_MS
 from executor.exchange.account import AccountState, serve_account, serve_heartbeats
 from executor.exchange.dispatcher import OrderDispatcher, OrderPolicy
-from executor.exchange.reconcile import CollectedRows, Reconciler
 from executor.exchange.presign import SignaturePool
+from executor.exchange.reconcile import CollectedRows, Reconciler
 from executor.exchange.shadow_lane import ShadowLane
 from executor.exchange.sign_worker import open_process_signer
 from executor.exchange.stages import PerfToWall

@@ -25,6 +25,11 @@ from cryptography.hazmat.primitives.asymmetric import padding
 from structlog.testing import capture_logs
 
 import executor.exchange.messages as exchange_wire
+import executor.exchange.order_connection as order_connection
+import executor.exchange.order_pool as order_pool
+import executor.exchange.order_template as order_template
+import executor.exchange.presign as presign
+import executor.exchange.rest as rest
 import executor.exchange.token_bucket as token_bucket
 import executor.exchange.transport as exchange_module
 import executor.fake.exchange as fake_module
@@ -606,7 +611,8 @@ def test_the_transport_imports_nothing_from_the_fire_path_or_telemetry() -> None
     """The transport's modules never import telemetry, rows, the writer, the risk gate or fire."""
     forbidden = {"telemetry", "rows", "sqlite_writer", "risk", "fire", "dispatcher"}
     imported: set[str] = set()
-    for module in (exchange_module, exchange_wire, token_bucket):
+    modules = (exchange_module, exchange_wire, token_bucket, order_connection, order_pool)
+    for module in (*modules, order_template, presign, rest):
         imported |= _imports(Path(module.__file__ or ""))
     touched = {
         name
