@@ -23,8 +23,10 @@ pass through the scheduler between them, by default in a worker process
 (``executor.exchange.sign_worker``: a signature holds the GIL, and on the loop it would stall every
 connection); signed on the loop instead (``--shadow-signing loop``), a real fire task waits behind
 at most one shadow signature, never a queue of them (measured by ``python -m bench.shadow_lane``;
-docs/RESULTS.md). Real fires never enter the lane: they sign in their own task, and shadow fires
-take no rate-limit token and open no connection. When the lane is full the shadow fire is skipped
+docs/RESULTS.md). With signatures made ahead (``executor.exchange.presign``), a shadow fire that
+finds a spare one is finished inside the offer, with no signing left to defer. Real fires never
+enter the lane: they take a presigned signature or sign in their own task, and shadow fires take
+no rate-limit token and open no connection. When the lane is full the shadow fire is skipped
 before signing, counted ``shadow_skipped`` (a subset of ``fired``), and only its ``order_build``
 row is written. tests/exchange/test_order_path.py shows the ordering: after a burst of shadow
 fires, a real order reaches the exchange before the shadow orders queued ahead of it have all been
