@@ -33,6 +33,9 @@ ORDER_CONNECTIONS: Final = 3
 """Connections kept for orders: the risk gate's default in-flight limit (2 dispatches) plus one,
 so a connection being replaced never leaves an order without a warm one. An order that finds
 none idle opens one more within its connect budget (counted as ``opened_on_demand``)."""
+MAX_ORDER_CONNECTIONS: Final = 8
+"""Most connections kept warm, whatever the in-flight limit (each costs a handshake at start-up
+and every ``REFRESH_AFTER_IDLE_S``); orders beyond it open one on demand."""
 CONNECT_TIMEOUT_S: Final = 1.0
 """Budget for opening a connection an order needs now (DISPATCH.md §5's connect budget)."""
 BACKGROUND_CONNECT_TIMEOUT_S: Final = 3.0

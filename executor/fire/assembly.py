@@ -41,6 +41,7 @@ from executor.decide.risk import RiskGate
 from executor.decide.risk_limits import DAY_MS
 from executor.exchange.account import AccountState, serve_account, serve_heartbeats
 from executor.exchange.dispatcher import OrderDispatcher, OrderPolicy
+from executor.exchange.order_pool import MAX_ORDER_CONNECTIONS, ORDER_CONNECTIONS
 from executor.exchange.presign import SignaturePool
 from executor.exchange.reconcile import CollectedRows, Reconciler
 from executor.exchange.shadow_lane import ShadowLane
@@ -132,7 +133,11 @@ async def open_order_path(
                 step(f"pre-warming the exchange client ({endpoint.base_url})")
                 try:
                     client = await stack.enter_async_context(
-                        open_exchange(endpoint, nursery=services)
+                        open_exchange(
+                            endpoint,
+                            nursery=services,
+                            order_connections=order_connections(settings),
+                        )
                     )
                 except Exception as error:
                     raise StartupError(
@@ -192,6 +197,14 @@ async def open_order_path(
 
 def _silent(_step: str) -> None:
     """An ``announce`` that tells nobody."""
+
+
+def order_connections(settings: Settings) -> int:
+    """Order connections to keep: one per order the risk gate lets be in flight, plus one, at
+    least ``ORDER_CONNECTIONS`` and at most ``MAX_ORDER_CONNECTIONS`` (a higher limit opens the
+    rest on demand)."""
+    in_flight = settings.risk_limits.max_concurrent_dispatches if settings.risk_enabled else 1
+    return min(MAX_ORDER_CONNECTIONS, max(ORDER_CONNECTIONS, in_flight + 1))
 
 
 async def _start_presigning(

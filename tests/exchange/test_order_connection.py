@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import struct
 from collections.abc import Awaitable, Callable
+from dataclasses import replace as _replace
 from typing import Any
 
 import pytest
@@ -14,9 +15,13 @@ import trio
 import trio.testing
 
 import executor.exchange.order_connection as order_connection
+from executor.config import ExchangeSettings, Settings
+from executor.decide.risk_limits import RiskLimits
+from executor.decide.sizing import SizingConfig
 from executor.exchange.messages import ExchangeAmbiguous, OrderSpec, OrderStamps, order_body
 from executor.exchange.transport import ExchangeEndpoint, open_exchange
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault
+from executor.fire.assembly import order_connections
 from executor.signer import KalshiSigner
 from tests.support.inprocess import fake_endpoint
 
@@ -163,3 +168,14 @@ async def test_cancellation_at_every_wait_never_reuses_the_connection(
         by_connection.setdefault(request.connection, []).append(request)
     for requests in by_connection.values():
         assert all(r.status == 201 for r in requests[:-1])
+
+
+def test_the_pool_is_sized_by_the_risk_gates_in_flight_limit() -> None:
+    """One connection per order in flight plus one, never fewer than 3 nor more than 8."""
+    base = Settings(ExchangeSettings(mode="fake"), SizingConfig(), True, RiskLimits(), frozenset())
+    assert order_connections(base) == 3  # the default limit of 2, plus one
+    wide = _replace(base, risk_limits=RiskLimits(max_concurrent_dispatches=5))
+    assert order_connections(wide) == 6
+    huge = _replace(base, risk_limits=RiskLimits(max_concurrent_dispatches=10**9))
+    assert order_connections(huge) == 8
+    assert order_connections(_replace(base, risk_enabled=False)) == 3
