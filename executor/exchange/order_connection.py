@@ -220,4 +220,6 @@ def _failure(error: BaseException, *, written: bool) -> ExchangeError:
     detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     if written:
         return ExchangeAmbiguous(f"connection lost after the order was sent: {detail}")
-    return ExchangeError(f"connection error before the order was sent: {detail}")
+    return ExchangeError(
+        f"connection error before the order was sent: {detail}", maybe_placed=False
+    )

@@ -114,9 +114,15 @@ class OrderPool:
             with trio.fail_after(CONNECT_TIMEOUT_S):
                 connection = await self._open()
         except trio.TooSlowError:
-            raise ExchangeError(f"connect timed out after {CONNECT_TIMEOUT_S:g} s") from None
+            raise ExchangeError(
+                f"connection error: connect timed out after {CONNECT_TIMEOUT_S:g} s",
+                maybe_placed=False,
+            ) from None
         except (OSError, ssl.SSLError) as error:
-            raise ExchangeError(f"connect failed: {type(error).__name__}: {error}") from None
+            raise ExchangeError(
+                f"connection error: connect failed: {type(error).__name__}: {error}",
+                maybe_placed=False,
+            ) from None
         self.opened_on_demand += 1
         self._in_use += 1
         self._wake.set()

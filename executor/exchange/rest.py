@@ -110,9 +110,7 @@ class RestClient:
             params = {"cursor": str(cursor)}
         raise ExchangeError(f"positions: cursor still set after {MAX_POSITION_PAGES} pages")
 
-    async def get_json(
-        self, path: str, params: Mapping[str, str] | None = None
-    ) -> dict[str, Any]:
+    async def get_json(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]:
         """One signed ``GET path?params``, not retried; the JSON object it answered.
 
         Off the order path (account poll, reconciliation): signed on the loop, with the 10 s

@@ -282,9 +282,7 @@ class ExchangeClient:
         """Open contracts per ticker, all pages; see :class:`RestClient`."""
         return await self.rest.get_positions()
 
-    async def get_json(
-        self, path: str, params: Mapping[str, str] | None = None
-    ) -> dict[str, Any]:
+    async def get_json(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]:
         """One signed ``GET path?params``, not retried; see :meth:`RestClient.get_json`."""
         return await self.rest.get_json(path, params)
 

@@ -171,7 +171,7 @@ async def test_unread_stderr_pipe_does_not_hold_up_acks(short_dir: Path) -> None
     assert identity_problems(counters) == []
     assert counters["log_dropped"] > 0
     first_line = next(line for line in text.splitlines() if line.startswith("frames="))
-    assert first_line.split()[-5].startswith("log_dropped=")  # reconciliation's two, then signing's two
+    assert first_line.split()[-5].startswith("log_dropped=")  # then reconciling's, signing's
 
 
 async def _connect_and_run(socket_path: Path, index: int) -> None:

@@ -177,6 +177,7 @@ def test_a_served_executor_notifies_in_order(
         assert starting[len(expected) + 1 :] == [
             "STATUS=reconciling the orders earlier runs left unresolved",
             "STATUS=warm-starting the risk gate from orders_fired",
+            "STATUS=starting the signing-ahead worker process",
             "STATUS=starting the shadow signing worker process",
             "STATUS=polling the account (balance, positions)",
         ]
