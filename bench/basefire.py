@@ -11,6 +11,13 @@ through one pre-warmed keep-alive ``aiohttp.ClientSession`` and reads the whole 
 Deliberately absent (confounds the benchmark names): no risk gate, no sizing (the fixed contract
 count), no audit rows. aiohttp builds its request inside ``post()``, after the ``sent`` stamp.
 
+The ``wire`` stamp (BENCHMARK.md, 2026-12-01) is taken right after aiohttp's own
+``transport.write`` of the request's bytes returned: :func:`install_wire_stamp` wraps the two
+methods through which aiohttp's stream writer hands bytes to the transport, and stamps the
+``OrderStamps`` that the fire put in a context variable (aiohttp's write task inherits the fire
+task's context). The last write of a request is its last byte; the wrapper costs one
+``ContextVar.get`` and one clock read per write.
+
 Configured by the reference's variables (``KALSHI_API_KEY_ID``, ``KALSHI_PRIVATE_KEY_PATH``,
 ``KALSHI_DEMO_BASE_URL``, ``KALSHI_CA_FILE``, ``KALSHI_ORDER_TIME_IN_FORCE``,
 ``KALSHI_ORDER_SELF_TRADE_PREVENTION_TYPE``, ``KALSHI_FIXED_ORDER_CONTRACT_COUNT``); demo only.
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import json
 import random
@@ -60,6 +68,38 @@ POOL_CONNECTIONS: Final = 4
 
 METADATA: Final = {True: '{"dry_run": true}', False: '{"dry_run": false}'}
 """The stage rows' ``metadata_json``, spelled like the ``wake_recv`` rows'."""
+
+
+_wire_stamps: contextvars.ContextVar[OrderStamps | None] = contextvars.ContextVar(
+    "baseline_wire_stamps", default=None
+)
+"""The stamps of the order the current task is writing (None outside an order)."""
+
+
+def install_wire_stamp() -> None:
+    """Stamp ``wire_ns`` after each of aiohttp's writes to the transport (idempotent)."""
+    from aiohttp import http_writer
+
+    writer = http_writer.StreamWriter
+    if getattr(writer, "_wire_stamp_installed", False):
+        return
+    write, writelines = writer._write, writer._writelines
+
+    def _write(self: http_writer.StreamWriter, chunk: bytes) -> None:
+        write(self, chunk)
+        stamps = _wire_stamps.get()
+        if stamps is not None:
+            stamps.wire_ns = time.perf_counter_ns()
+
+    def _writelines(self: http_writer.StreamWriter, chunks: object) -> None:
+        writelines(self, chunks)  # type: ignore[arg-type]
+        stamps = _wire_stamps.get()
+        if stamps is not None:
+            stamps.wire_ns = time.perf_counter_ns()
+
+    writer._write = _write  # type: ignore[method-assign,assignment]
+    writer._writelines = _writelines  # type: ignore[method-assign]
+    writer._wire_stamp_installed = True  # type: ignore[attr-defined]
 
 
 class BaselineConfigError(ValueError):
@@ -229,7 +269,7 @@ class BaselineFirePath:
                 await asyncio.sleep(delay)
 
     async def _attempt(self, body: bytes, stamps: OrderStamps, *, dry_run: bool) -> bytes:
-        stamps.sign_start_ns = stamps.sign_end_ns = stamps.sent_ns = stamps.ack_ns = None
+        stamps.reset()
         stamps.attempts += 1
         if not dry_run:
             await self._bucket.acquire(TOKENS_PER_ORDER)
@@ -243,6 +283,7 @@ class BaselineFirePath:
             return b""
         if self._session is None:
             raise OrderFailed("no exchange session", retryable=False)
+        token = _wire_stamps.set(stamps)
         try:
             async with self._session.post(
                 self._order_url, data=body, headers=headers, timeout=ORDER_TIMEOUT
@@ -254,6 +295,8 @@ class BaselineFirePath:
             raise OrderFailed("order timed out", retryable=False) from None
         except aiohttp.ClientError as error:
             raise OrderFailed(f"connection error: {error!r}", retryable=True) from None
+        finally:
+            _wire_stamps.reset(token)
         if not 200 <= status < 300:
             text = f"{status}: {payload[:200].decode('utf-8', errors='replace')}"
             raise OrderFailed(text, retryable=status in RETRY_STATUSES)
@@ -268,8 +311,12 @@ class BaselineFirePath:
             ("dispatch_send", stamps.sign_end_ns, stamps.sent_ns),
             ("dispatch_ack", stamps.sent_ns, stamps.ack_ns),
         ]
-        if message.is_clock_comparable_to(self._domain):
+        comparable = message.is_clock_comparable_to(self._domain)
+        if comparable:
             spans.append(("detect_fire", message.recv_ns, stamps.sent_ns))
+        spans.append(("dispatch_wire", stamps.sent_ns, stamps.wire_ns))
+        if comparable:
+            spans.append(("detect_wire", message.recv_ns, stamps.wire_ns))
         # The reference's anchoring: every row ends at the moment it is recorded.
         ended_at_ms = time.time_ns() // 1_000_000
         metadata = METADATA[message.dry_run]
@@ -328,6 +375,7 @@ async def open_fire_path(
         )
     except (ValueError, OSError, ssl.SSLError) as error:
         raise BaselineConfigError(str(error)) from None
+    install_wire_stamp()
     connector = aiohttp.TCPConnector(ssl=context, limit=POOL_CONNECTIONS, keepalive_timeout=45.0)
     async with aiohttp.ClientSession(connector=connector) as session:
         try:

@@ -41,8 +41,21 @@ from bench.processes import (
 from bench.runner import Series, rotated
 from bench.stats import percentile
 
-FIRE_STAGES: Final = ("order_build", "sign", "dispatch_send", "dispatch_ack", "detect_fire")
-"""The stage rows read back (DISPATCH.md §6), in path order."""
+READ_STAGES: Final = (
+    "order_build",
+    "sign",
+    "dispatch_send",
+    "dispatch_ack",
+    "detect_fire",
+    "dispatch_wire",
+    "detect_wire",
+)
+"""The stage rows read back (DISPATCH.md §6 and §10's two spans to the wire), in path order."""
+WIRE_ACK: Final = "wire_ack"
+"""A derived series, not a row: per fire, ``dispatch_ack - dispatch_wire`` (the round trip from
+the request's last byte on the wire to the whole response read), both rows of one fire."""
+FIRE_STAGES: Final = (*READ_STAGES, WIRE_ACK)
+"""Every series a fire run reports, in path order."""
 KINDS: Final = ("fire:shadow", "fire:real", "burst:shadow", "burst:real")
 
 FAKE_BALANCE_CENTS: Final = 10**12
@@ -69,7 +82,8 @@ RISK_VARIABLES: Final = (
 
 SELECT_STAGE_ROWS: Final = (
     "SELECT correlation_id, stage, duration_ms, metadata_json FROM latency_events"
-    " WHERE stage IN ('order_build', 'sign', 'dispatch_send', 'dispatch_ack', 'detect_fire')"
+    " WHERE stage IN ('order_build', 'sign', 'dispatch_send', 'dispatch_ack', 'detect_fire',"
+    " 'dispatch_wire', 'detect_wire')"
     " ORDER BY id"
 )
 
@@ -158,6 +172,7 @@ class StageRow:
     stage: str
     duration_us: float
     dry_run: bool | None
+    correlation_id: str = ""
 
 
 def read_stage_rows(database_path: str) -> list[StageRow]:
@@ -178,7 +193,9 @@ def read_stage_rows(database_path: str) -> list[StageRow]:
             dry_run = json.loads(metadata).get("dry_run") if metadata else None
         except (ValueError, AttributeError):
             dry_run = None
-        found.append(StageRow(phase, stage, float(duration_ms) * 1000.0, dry_run))
+        found.append(
+            StageRow(phase, stage, float(duration_ms) * 1000.0, dry_run, str(correlation_id))
+        )
     return found
 
 
@@ -236,6 +253,7 @@ def series_of(rows: Sequence[StageRow], run: int, executor: str, warmup: int) ->
         BenchError: a row whose ``dry_run`` contradicts the kind its correlation id names.
     """
     grouped: dict[tuple[str, str], list[float]] = {}
+    wire_of: dict[str, float] = {}
     for row in rows:
         should_be_dry = row.phase not in REAL_PHASES
         if row.dry_run is not should_be_dry:
@@ -243,6 +261,13 @@ def series_of(rows: Sequence[StageRow], run: int, executor: str, warmup: int) ->
         kind = KIND_OF_PHASE.get(row.phase)
         if kind is not None:
             grouped.setdefault((kind, row.stage), []).append(row.duration_us)
+        if row.stage == "dispatch_wire":
+            wire_of[row.correlation_id] = row.duration_us
+    for row in rows:  # the derived round trip, for fires that have both rows
+        kind = KIND_OF_PHASE.get(row.phase)
+        if kind is not None and row.stage == "dispatch_ack" and row.correlation_id in wire_of:
+            wire_ack = row.duration_us - wire_of[row.correlation_id]
+            grouped.setdefault((kind, WIRE_ACK), []).append(wire_ack)
     series = []
     for kind in KINDS:
         kind_warmup = warmup if kind.startswith("fire:") else 0
@@ -320,25 +345,39 @@ def _median_percentile(items: Sequence[Series], p: float) -> float:
     return statistics.median(percentile(item.samples_us, p) for item in items)
 
 
-def fire_lines(series: Sequence[Series], facts: Sequence[FireRunFacts]) -> list[str]:
-    """The fire path's comparisons: detect_fire ratios to trio, burst over quiet, sign's share."""
-    by_key: dict[tuple[str, str, str], list[Series]] = {}
-    for item in series:
-        by_key.setdefault((item.executor, item.client, item.span), []).append(item)
-    executors = sorted({item.executor for item in series})
-    lines = ["fire path: detect_fire median p50 over trio's (same kind, same invocation):"]
-    for kind in KINDS:
-        reference = by_key.get(("trio", kind, "detect_fire"))
+def _trio_ratio_lines(
+    by_key: Mapping[tuple[str, str, str], list[Series]],
+    executors: Sequence[str],
+    span: str,
+    kinds: Sequence[str],
+    *,
+    percentiles: Sequence[float] = (0.5, 0.99),
+    derived: bool = False,
+) -> list[str]:
+    """Trio's median percentile of ``span`` over each other executor's, per kind."""
+    note = " (derived per fire: dispatch_ack - dispatch_wire)" if derived else ""
+    lines = [f"fire path: {span} median over the other executor's, trio / other{note}:"]
+    for kind in kinds:
+        reference = by_key.get(("trio", kind, span))
         for executor in executors:
-            mine = by_key.get((executor, kind, "detect_fire"))
+            mine = by_key.get((executor, kind, span))
             if executor == "trio" or not mine or not reference:
                 continue
-            ratio = _median_percentile(reference, 0.5) / _median_percentile(mine, 0.5)
-            lines.append(f"  trio / {executor}  {kind:<12} detect_fire p50: {ratio:.3f}x")
-    lines.append("fire path: burst:real over fire:real detect_fire p99 (median of runs; pooled):")
+            for p in percentiles:
+                ratio = _median_percentile(reference, p) / _median_percentile(mine, p)
+                label = f"p{round(p * 100)}"
+                lines.append(f"  trio / {executor}  {kind:<12} {span} {label}: {ratio:.3f}x")
+    return lines
+
+
+def _burst_over_quiet_lines(
+    by_key: Mapping[tuple[str, str, str], list[Series]], executors: Sequence[str], span: str
+) -> list[str]:
+    """Per executor, ``burst:real`` p99 of ``span`` over its ``fire:real`` p99."""
+    lines = [f"fire path: burst:real over fire:real {span} p99 (median of runs; pooled):"]
     for executor in executors:
-        burst = by_key.get((executor, "burst:real", "detect_fire"))
-        quiet = by_key.get((executor, "fire:real", "detect_fire"))
+        burst = by_key.get((executor, "burst:real", span))
+        quiet = by_key.get((executor, "fire:real", span))
         if not burst or not quiet:
             continue
         median_ratio = _median_percentile(burst, 0.99) / _median_percentile(quiet, 0.99)
@@ -349,6 +388,22 @@ def fire_lines(series: Sequence[Series], facts: Sequence[FireRunFacts]) -> list[
             f" pooled {pooled_burst:.1f} / {pooled_quiet:.1f} us"
             f" = {pooled_burst / pooled_quiet:.2f}x"
         )
+    return lines
+
+
+def fire_lines(series: Sequence[Series], facts: Sequence[FireRunFacts]) -> list[str]:
+    """The fire path's comparisons: detect_fire ratios to trio, burst over quiet, sign's share."""
+    by_key: dict[tuple[str, str, str], list[Series]] = {}
+    for item in series:
+        by_key.setdefault((item.executor, item.client, item.span), []).append(item)
+    executors = sorted({item.executor for item in series})
+    lines = _trio_ratio_lines(by_key, executors, "detect_wire", ("fire:real", "burst:real"))
+    lines += _trio_ratio_lines(
+        by_key, executors, WIRE_ACK, ("fire:real",), percentiles=(0.5,), derived=True
+    )
+    lines += _trio_ratio_lines(by_key, executors, "detect_fire", KINDS, percentiles=(0.5,))
+    for span in ("detect_wire", "detect_fire"):
+        lines += _burst_over_quiet_lines(by_key, executors, span)
     lines.append("fire path: sign p50 as a share of detect_fire p50 (medians of runs):")
     for executor in executors:
         for kind in ("fire:shadow", "fire:real"):

@@ -16,10 +16,11 @@ before anyone changes the executor. Variants:
   default since) the signature is off the loop anyway and this variant only delays shadows.
   Main's lane has since adopted the idea in a bounded form (idle for 0.2 ms, at most 50 ms late:
   ``executor.exchange.shadow_lane``); this variant waits without a bound or a cushion.
-- ``direct-request``: the order request is made with ``httpx.Request(...)`` from headers merged
-  once, instead of ``AsyncClient.build_request`` (which merges URL, cookies, headers and timeout
-  per call) between the signature and the ``sent`` stamp. Main's transport has since adopted it
-  (``ExchangeClient._order_attempt``), so against current main this variant is the product.
+- ``httpx-orders``: orders go through the httpx client again, the way the transport sent them
+  before the order connections (2026-12-01): an ``httpx.Request(...)`` from headers merged once
+  (the former ``direct-request`` variant, which that transport had adopted), signed inline. It
+  writes no ``wire`` stamp (httpx does not say when its last byte left), so it has no
+  ``detect_wire`` rows; its ``detect_fire`` and ``dispatch_ack`` compare with the product's.
 """
 
 from __future__ import annotations
@@ -64,11 +65,11 @@ def _patch_idle_lane() -> None:
     shadow_lane.ShadowLane.run = run  # type: ignore[method-assign]
 
 
-def _patch_direct_request() -> None:
+def _patch_httpx_orders() -> None:
     async def order_attempt(
         self: exchange.ExchangeClient, body: bytes, stamps: exchange.OrderStamps, *, dry_run: bool
     ) -> dict[str, Any]:
-        stamps.sign_start_ns = stamps.sign_end_ns = stamps.sent_ns = stamps.ack_ns = None
+        stamps.reset()
         stamps.attempts += 1
         if not dry_run:
             await self.limiter.acquire(exchange.TOKENS_PER_ORDER)
@@ -76,9 +77,12 @@ def _patch_direct_request() -> None:
         if cached is None:
             # Once per client: the URL and the client's default headers, merged the way
             # build_request would, and the timeout extension.
-            url = self._http.base_url.join(exchange.ORDER_PATH)
-            defaults = list(self._http.headers.multi_items())
-            extensions = {"timeout": self._order_timeout.as_dict()}
+            url = self.rest._http.base_url.join(exchange.ORDER_PATH)
+            defaults = list(self.rest._http.headers.multi_items())
+            timeout = httpx.Timeout(
+                exchange.ORDER_TIMEOUT_S, connect=exchange.ORDER_CONNECT_TIMEOUT_S
+            )
+            extensions = {"timeout": timeout.as_dict()}
             cached = (url, defaults, extensions)
             self._bench_direct = cached  # type: ignore[attr-defined]
         url, defaults, extensions = cached
@@ -89,12 +93,13 @@ def _patch_direct_request() -> None:
         else:
             signature = self._signer.sign(timestamp, "POST", exchange.ORDER_PATH)
         stamps.sign_end_ns = stamp_ns()
-        headers = [*defaults, *self._headers(timestamp, signature, with_body=True).items()]
+        stamps.signature = "inline"
+        headers = [*defaults, *self.rest._headers(timestamp, signature, with_body=True).items()]
         request = httpx.Request("POST", url, content=body, headers=headers, extensions=extensions)
         stamps.sent_ns = stamp_ns()
         if dry_run:
             return {}
-        response = await self._send(request, exchange.ORDER_TIMEOUT_S)
+        response = await self.rest._send(request, exchange.ORDER_TIMEOUT_S)
         stamps.ack_ns = stamp_ns()
         return exchange.parse_response(response)
 
@@ -103,7 +108,7 @@ def _patch_direct_request() -> None:
 
 VARIANTS: Final[dict[str, Callable[[], None]]] = {
     "idle-lane": _patch_idle_lane,
-    "direct-request": _patch_direct_request,
+    "httpx-orders": _patch_httpx_orders,
 }
 
 

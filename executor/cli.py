@@ -262,7 +262,7 @@ def _serve(args: argparse.Namespace) -> int:
     statistics = server.statistics()
     print(
         f"{statistics.counters_line()} log_dropped={logs.dropped_count()}"
-        f" reconciled={statistics.reconciled} reconcile_failed={statistics.reconcile_failed}",
+        f" {statistics.later_counters()}",
         file=sys.stderr,
     )
     print(server.telemetry.statistics().exit_line(), file=sys.stderr)

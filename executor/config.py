@@ -50,6 +50,14 @@ PROD_BASE_URL: Final = "https://external-api.kalshi.com"
 TIME_IN_FORCE_CHOICES: Final = ("fill_or_kill", "good_till_canceled", "immediate_or_cancel")
 SELF_TRADE_PREVENTION_CHOICES: Final = ("taker_at_cross", "maker")
 
+DEFAULT_PRESIGN_MAX_AGE_MS: Final = 100
+"""Oldest a signature made ahead may be when an order uses it (ms; DISPATCH.md §10): well inside
+any exchange's timestamp window (the fake's is 5 s), and short enough that an order's timestamp
+still says when it left to within a tenth of a second."""
+MAX_PRESIGN_MAX_AGE_MS: Final = 2000
+"""Largest ``--presign-max-age-ms`` accepted (ms): the exchange checks the timestamp's freshness
+in a window this project does not know precisely; beyond 2 s an order would risk a 401."""
+
 FAKE_FUNDED_EXCHANGE_INDEXES: Final = frozenset({0})
 """The fake exchange's one funded shard: the allowed set when the variable is unset in fake mode."""
 
@@ -126,6 +134,7 @@ class ExchangeSettings:
     time_in_force: str = "fill_or_kill"
     self_trade_prevention_type: str = "taker_at_cross"
     shadow_signing: ShadowSigning = "process"
+    presign_max_age_ms: int = DEFAULT_PRESIGN_MAX_AGE_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,11 +184,31 @@ def add_exchange_arguments(parser: argparse.ArgumentParser) -> None:
         "never holds the event loop) or loop (on the event loop, as real fires are)",
     )
     group.add_argument(
+        "--presign-max-age-ms",
+        type=_presign_max_age_ms,
+        default=DEFAULT_PRESIGN_MAX_AGE_MS,
+        metavar="MS",
+        help="sign orders ahead in a worker process; an order uses a signature at most MS old "
+        f"or signs inline (default {DEFAULT_PRESIGN_MAX_AGE_MS}; 0: always sign inline; "
+        f"at most {MAX_PRESIGN_MAX_AGE_MS})",
+    )
+    group.add_argument(
         "--environment",
         choices=("demo", "prod"),
         default=None,
         help="exchange environment (KALSHI_ENVIRONMENT; default demo)",
     )
+
+
+def _presign_max_age_ms(text: str) -> int:
+    """``--presign-max-age-ms``: an integer in [0, MAX_PRESIGN_MAX_AGE_MS]."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of ms") from None
+    if not 0 <= value <= MAX_PRESIGN_MAX_AGE_MS:
+        raise argparse.ArgumentTypeError(f"{value} is outside 0-{MAX_PRESIGN_MAX_AGE_MS} ms")
+    return value
 
 
 def load_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
@@ -203,6 +232,7 @@ def load_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Setti
         values,
         getattr(args, "exchange_ca_file", None),
         cast(ShadowSigning, getattr(args, "shadow_signing", "process")),
+        int(getattr(args, "presign_max_age_ms", DEFAULT_PRESIGN_MAX_AGE_MS)),
     )
     fixed_count = values.number("KALSHI_FIXED_ORDER_CONTRACT_COUNT", int, 1, minimum=1)
     contract_count = getattr(args, "contract_count", None)
@@ -310,6 +340,7 @@ def _exchange_settings(
     values: _Values,
     ca_flag: Path | None,
     shadow_signing: ShadowSigning = "process",
+    presign_max_age_ms: int = DEFAULT_PRESIGN_MAX_AGE_MS,
 ) -> ExchangeSettings:
     allow_production = values.flag("KALSHI_ALLOW_PRODUCTION_ORDERS", default=False)
     time_in_force = values.choice(
@@ -330,6 +361,7 @@ def _exchange_settings(
             time_in_force=time_in_force,
             self_trade_prevention_type=self_trade,
             shadow_signing=shadow_signing,
+            presign_max_age_ms=presign_max_age_ms,
         )
     if environment == "prod" and not allow_production:
         raise ConfigError(
@@ -355,6 +387,7 @@ def _exchange_settings(
         time_in_force=time_in_force,
         self_trade_prevention_type=self_trade,
         shadow_signing=shadow_signing,
+        presign_max_age_ms=presign_max_age_ms,
     )
 
 

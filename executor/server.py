@@ -142,6 +142,8 @@ class ExecutorServer:
             connections_open=counters.connections_open,
             reconciled=fires.reconciled,
             reconcile_failed=fires.reconcile_failed,
+            presigned=fires.presigned,
+            signed_inline=fires.signed_inline,
         )
 
     @property

@@ -6,6 +6,7 @@ socket. ``executor.exchange.transport`` re-exports the public names; callers imp
 
 from __future__ import annotations
 
+import http
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -75,8 +76,10 @@ def order_body(spec: OrderSpec) -> bytes:
 class OrderStamps:
     """``perf_counter_ns`` stamps of the current attempt (None = not reached) and attempts made.
 
-    The four stamps are reset at the start of every attempt, so a retried order reports the
-    attempt that resolved it, never a mix of two.
+    The stamps are reset at the start of every attempt (:meth:`reset`), so a retried order reports
+    the attempt that resolved it, never a mix of two. ``wire_ns`` is taken once the request's last
+    byte was handed to the kernel; ``signature`` says how the attempt got its signature
+    (``"presigned"`` from the pool made ahead, ``"inline"`` signed in the fire, None = not yet).
     """
 
     sign_start_ns: int | None = None
@@ -88,6 +91,13 @@ class OrderStamps:
     """Set once any attempt failed in a way that may have placed the order (a timeout after
     the request may have been written, a connection lost after sending, a 5xx): the order's
     outcome is then unknown unless a later attempt succeeds, and only the exchange can say."""
+    wire_ns: int | None = None
+    signature: str | None = None
+
+    def reset(self) -> None:
+        """Forget the previous attempt's stamps (``attempts`` is kept)."""
+        self.sign_start_ns = self.sign_end_ns = self.sent_ns = self.ack_ns = self.wire_ns = None
+        self.signature = None
 
 
 class ExchangeError(Exception):
@@ -131,7 +141,7 @@ class RetryPolicy:
 
     Delay before attempt k+1: ``min(max_delay_s, base_delay_s * 2**(k-1)) * (0.5 + jitter/2)``
     with ``jitter`` uniform in [0, 1). Connection errors (no status) are always retryable;
-    timeouts never are.
+    timeouts and other ambiguous outcomes (:class:`ExchangeAmbiguous`) never are.
     """
 
     max_attempts: int = 3
@@ -140,8 +150,8 @@ class RetryPolicy:
     max_delay_s: float = 2.0
 
     def retryable(self, error: ExchangeError) -> bool:
-        """Whether ``error`` may be retried (a timeout never)."""
-        if isinstance(error, ExchangeTimeout):
+        """Whether ``error`` may be retried (a timeout or another ambiguous outcome never)."""
+        if isinstance(error, ExchangeAmbiguous):
             return False
         return error.status is None or error.status in self.retry_statuses
 
@@ -200,16 +210,24 @@ def _cut(text: str) -> str:
 
 
 def parse_response(response: httpx.Response) -> dict[str, Any]:
-    """The JSON object of a 2xx response (``{}`` when empty); anything else raises.
+    """The JSON object of a 2xx httpx response (``{}`` when empty); see :func:`parse_answer`.
 
     Raises:
         ExchangeError: a non-2xx status (§5 text), or a 2xx body that is not a JSON object.
     """
-    import httpx  # loaded only once there is a response (the fire path imports this module)
+    return parse_answer(response.status_code, response.reason_phrase, response.content)
 
-    status, body = response.status_code, response.content
-    # A server may send an empty reason phrase; the standard one keeps the §5 text readable.
-    reason = response.reason_phrase or httpx.codes.get_reason_phrase(status)
+
+def parse_answer(status: int, reason: str, body: bytes) -> dict[str, Any]:
+    """The JSON object of a 2xx answer (``{}`` when empty); anything else raises.
+
+    ``reason`` is the server's reason phrase; an empty one is replaced by the standard phrase so
+    the §5 text stays readable.
+
+    Raises:
+        ExchangeError: a non-2xx status (§5 text), or a 2xx body that is not a JSON object.
+    """
+    reason = reason or _standard_reason(status)
     if not 200 <= status < 300:
         raise ExchangeError(error_text(status, reason, body), status=status)
     if not body.strip():
@@ -227,6 +245,13 @@ def parse_response(response: httpx.Response) -> dict[str, Any]:
             f"{status} {reason}: response is not a JSON object", status=status, maybe_placed=True
         )
     return payload
+
+
+def _standard_reason(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return ""
 
 
 def parse_position(entry: object) -> tuple[str, float]:

@@ -12,6 +12,10 @@ one signer and a checkpoint between jobs, a real fire task that becomes runnable
 most one shadow signature, never for a queue of them. When the channel is full the offer fails
 and the fire path skips the shadow fire before signing (``shadow_skipped``): a lost measurement
 costs nothing, a late order does.
+
+With signatures made ahead (``--presign-max-age-ms``), a shadow fire that finds a spare one in the
+pool is finished at once, inside :meth:`ShadowLane.offer` (no signing is left to defer: the
+request is built from the template and stamped); only the others queue here.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import structlog
 import trio
 
 from executor.exchange.dispatcher import OrderPlacer
+from executor.exchange.messages import OrderStamps
 from executor.exchange.stages import FireStamps
 
 log = structlog.get_logger()
@@ -65,15 +70,29 @@ class ShadowLane:
     Args:
         client: the transport (only ``place_order(..., dry_run=True)`` is used).
         capacity: jobs that may wait.
+        presigned: finishes a shadow order at once with a signature made ahead, or returns False
+            (``ExchangeClient.place_shadow_now``); None = every job queues.
     """
 
-    def __init__(self, client: OrderPlacer, capacity: int = SHADOW_LANE_CAPACITY) -> None:
+    def __init__(
+        self,
+        client: OrderPlacer,
+        capacity: int = SHADOW_LANE_CAPACITY,
+        *,
+        presigned: Callable[[bytes, OrderStamps], bool] | None = None,
+    ) -> None:
         self._client = client
+        self._presigned = presigned
         self._send, self._receive = trio.open_memory_channel[ShadowJob](capacity)
         self.signed = 0
 
     def offer(self, job: ShadowJob) -> bool:
-        """Queue ``job`` without waiting; False when the lane is full or closed."""
+        """Finish ``job`` now with a spare presigned signature, or queue it without waiting;
+        False when neither (the lane is full or closed)."""
+        if self._presigned is not None and self._presigned(job.body, job.stamps.order):
+            self.signed += 1
+            job.finish()
+            return True
         try:
             self._send.send_nowait(job)
         except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):

@@ -1,11 +1,12 @@
-"""Shadow signatures in a worker process, so signing never holds the event loop's GIL.
+"""Signatures in a worker process, so signing never holds the event loop's GIL.
 
 An RSA-2048 PSS signature takes 0.2-1.3 ms of CPU here, and cryptography holds the GIL while it
 runs: signed on the event-loop thread (or any thread of this process), every connection waits for
 it. A shadow fire's signature is only there to be measured, so it is made in a trio-parallel worker
 process instead: the loop pays for pickling a few short strings and a pipe round trip, the worker
-pays for the signature. A real fire still signs in its own task on the loop (no round trip between
-the wake and its order; real fires are rare).
+pays for the signature. A real fire never waits for that round trip: it takes a signature made
+ahead by another worker (``executor.exchange.presign``, which uses this module too), or signs in
+its own task on the loop when none is fresh enough.
 
 The worker loads the private key from its file once, on its first job, and keeps it for its life.
 :meth:`ProcessSigner.warm_up` makes that first job happen at start-up, before the socket is bound,

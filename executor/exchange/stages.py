@@ -1,5 +1,8 @@
 """Stage rows of one fire: ``order_build``, ``sign``, ``dispatch_send``, ``dispatch_ack``,
-``detect_fire`` (DISPATCH.md §6), built from perf-counter stamps after the dispatch resolved.
+``detect_fire`` (DISPATCH.md §6), and ``dispatch_wire`` / ``detect_wire`` (§10: to the ``wire``
+stamp, the request's last byte handed to the kernel), built from perf-counter stamps after the
+dispatch resolved. The ``sign`` row's metadata also says how the signature was had
+(``"presigned"`` from the pool made ahead, or ``"inline"``).
 
 Every stamp is a ``time.perf_counter_ns()`` value held in a :class:`FireStamps` while the order is
 built and sent; nothing here runs until the dispatch is over. A row is made only when both of its
@@ -31,6 +34,13 @@ log = structlog.get_logger()
 
 _DRY_RUN_JSON: Final = {False: '{"dry_run": false}', True: '{"dry_run": true}'}
 """The rows' ``metadata_json``, the same spelling as the ``wake_recv`` rows'."""
+
+_SIGN_JSON: Final = {
+    (dry_run, how): f'{{"dry_run": {str(dry_run).lower()}, "signature": "{how}"}}'
+    for dry_run in (False, True)
+    for how in ("presigned", "inline")
+}
+"""The ``sign`` row's ``metadata_json`` once the transport said how it got the signature."""
 
 
 @dataclass(slots=True)
@@ -74,21 +84,26 @@ def stage_rows(
 ) -> list[LatencyRow]:
     """The stage rows one fire earned: each stage whose two stamps both exist.
 
-    ``detect_fire`` is measured directly, ``sent - message.recv_ns``, and only when the wake's
-    ``recv_ns`` was read on this process's clock (``recv_ns > 0`` and equal, non-empty clock
-    domains); a wake from another clock gets no ``detect_fire`` row.
+    ``detect_fire`` (``sent - message.recv_ns``) and ``detect_wire`` (``wire -
+    message.recv_ns``) are measured directly, and only when the wake's ``recv_ns`` was read on
+    this process's clock (``recv_ns > 0`` and equal, non-empty clock domains); a wake from another
+    clock gets neither row.
     """
     order = stamps.order
     metadata = _DRY_RUN_JSON[message.dry_run]
+    sign_metadata = _SIGN_JSON.get((message.dry_run, order.signature or ""), metadata)
     correlation_id = message.correlation_id
     spans = [
-        (Stage.ORDER_BUILD, stamps.build_start_ns, stamps.build_end_ns),
-        (Stage.SIGN, order.sign_start_ns, order.sign_end_ns),
-        (Stage.DISPATCH_SEND, order.sign_end_ns, order.sent_ns),
-        (Stage.DISPATCH_ACK, order.sent_ns, order.ack_ns),
+        (Stage.ORDER_BUILD, stamps.build_start_ns, stamps.build_end_ns, metadata),
+        (Stage.SIGN, order.sign_start_ns, order.sign_end_ns, sign_metadata),
+        (Stage.DISPATCH_SEND, order.sign_end_ns, order.sent_ns, metadata),
+        (Stage.DISPATCH_ACK, order.sent_ns, order.ack_ns, metadata),
     ]
     if message.is_clock_comparable_to(local_clock_domain):
-        spans.append((Stage.DETECT_FIRE, message.recv_ns, order.sent_ns))
+        spans.append((Stage.DETECT_FIRE, message.recv_ns, order.sent_ns, metadata))
+    spans.append((Stage.DISPATCH_WIRE, order.sent_ns, order.wire_ns, metadata))
+    if message.is_clock_comparable_to(local_clock_domain):
+        spans.append((Stage.DETECT_WIRE, message.recv_ns, order.wire_ns, metadata))
     return [
         LatencyRow(
             correlation_id,
@@ -96,9 +111,9 @@ def stage_rows(
             clock.wall_ms(start),
             clock.wall_ms(end),
             (end - start) / 1_000_000,
-            metadata,
+            row_metadata,
         )
-        for stage, start, end in spans
+        for stage, start, end, row_metadata in spans
         if start is not None and end is not None
     ]
 

@@ -1,9 +1,17 @@
-"""The exchange transport: signed HTTPS requests to Kalshi's REST API (DISPATCH.md §5, §7).
+"""The exchange transport: signed HTTPS requests to Kalshi's REST API (DISPATCH.md §5, §7, §10).
 
-One long-lived HTTP/1.1 keep-alive ``httpx.AsyncClient`` per process, TLS verified against a CA
-file (never switched off), pre-warmed before it is handed out. httpx runs on Trio natively: its
-transport, httpcore, picks its Trio network backend when sniffio reports Trio, so no anyio event
-loop is involved (anyio is only an installed dependency of httpx).
+Orders go over the order path's own connections (``executor.exchange.order_pool``): opened and
+TLS-handshaken at start-up, kept alive, each request made from a template proved equal to h11's
+serialisation (``order_template``), each response parsed by h11 (``order_connection``). Everything
+else (the account poll, start-up checks) goes through one long-lived HTTP/1.1 keep-alive
+``httpx.AsyncClient`` (``executor.exchange.rest``), whose request and response models cost
+hundreds of µs a request, which is fine off the order path. Both verify TLS against the same CA
+file (never switched off) and are pre-warmed before the client is handed out.
+
+An order attempt that wrote any byte and then lost its connection raises
+:class:`ExchangeAmbiguous` (as a timeout raises :class:`ExchangeTimeout`, one of its kind): never
+retried, for reconciliation to decide. An attempt that failed before writing (a connection that
+could not be opened) is a plain, retryable :class:`ExchangeError`.
 
 The transport knows nothing of telemetry, rows or the risk gate (a test reads the imports): it
 fills a plain :class:`OrderStamps` with ``perf_counter_ns`` stamps and its caller records them.
@@ -32,6 +40,7 @@ from executor.exchange.messages import (
     ORDER_PATH,
     ORDERS_PATH,
     POSITIONS_PATH,
+    ExchangeAmbiguous,
     ExchangeError,
     ExchangeTimeout,
     OrderSpec,
@@ -39,11 +48,25 @@ from executor.exchange.messages import (
     RetryPolicy,
     error_text,
     order_body,
-    parse_position,
+    parse_answer,
     parse_response,
 )
+from executor.exchange.order_pool import (
+    CONNECT_TIMEOUT_S,
+    ORDER_CONNECTIONS,
+    OrderPool,
+    tls_opener,
+)
+from executor.exchange.order_template import OrderTemplate
+from executor.exchange.presign import SignaturePool
+from executor.exchange.rest import (
+    RestClient,
+    describe_error,
+    open_http,
+    tls_context,
+)
 from executor.exchange.token_bucket import TokenBucket
-from executor.signer import HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP, KalshiSigner
+from executor.signer import KalshiSigner
 
 __all__ = [
     "BALANCE_PATH",
@@ -51,6 +74,7 @@ __all__ = [
     "ORDERS_PATH",
     "ORDER_PATH",
     "POSITIONS_PATH",
+    "ExchangeAmbiguous",
     "ExchangeClient",
     "ExchangeEndpoint",
     "ExchangeError",
@@ -67,29 +91,14 @@ __all__ = [
 
 ORDER_TIMEOUT_S: Final = 2.0
 """Total budget of one order attempt, send to last response byte (DISPATCH.md §5)."""
-ORDER_CONNECT_TIMEOUT_S: Final = 1.0
+ORDER_CONNECT_TIMEOUT_S: Final = CONNECT_TIMEOUT_S
 """Connect budget of an order attempt when the pool has no warm connection (DISPATCH.md §5)."""
-READ_TIMEOUT_S: Final = 10.0
-"""Total budget of a balance or positions request: the account poll is not latency-critical."""
-READ_CONNECT_TIMEOUT_S: Final = 3.0
-"""Connect budget of a balance or positions request (DISPATCH.md §5)."""
 
-KEEPALIVE_EXPIRY_S: Final = 45.0
-"""Idle seconds before a pooled connection is dropped. The 30 s account poll keeps the connection
-in use; past 45 s idle a fresh handshake beats writing an order into a connection that a load
-balancer may have dropped silently (a guess: common idle timeouts are 60 s)."""
-MAX_CONNECTIONS: Final = 4
-"""Pool ceiling: the risk gate allows 2 concurrent dispatches, plus the account poll, plus one."""
 CLOSE_TIMEOUT_S: Final = 2.0
 """How long closing the pool may take at shutdown, shielded from the cancellation that ends it."""
 
 TOKENS_PER_ORDER: Final = 10.0
 """Tokens one order attempt takes (DISPATCH.md §5)."""
-
-MAX_POSITION_PAGES: Final = 1000
-"""Positions pages followed before giving up: a cursor that never ends is an exchange bug."""
-
-JSON_CONTENT_TYPE: Final = "application/json"
 
 log = structlog.get_logger()
 
@@ -116,11 +125,13 @@ AsyncSign = Callable[[str, str, str], Awaitable[str]]
 
 
 class ExchangeClient:
-    """Signed requests over one pooled keep-alive client; made by :func:`open_exchange`.
+    """Signed requests: orders over the order pool, the rest over httpx; see :func:`open_exchange`.
 
     Args:
         http: the shared ``httpx.AsyncClient`` (its ``base_url`` is the exchange).
         endpoint: key id and signer.
+        orders: the order connections.
+        template: the order request template for this exchange.
         retry: the order retry policy.
         limiter: the order rate limiter (a fresh §5 bucket when None).
         jitter: uniform [0, 1) source for retry delays (tests pin it).
@@ -130,27 +141,28 @@ class ExchangeClient:
         self,
         http: httpx.AsyncClient,
         endpoint: ExchangeEndpoint,
+        orders: OrderPool,
+        template: OrderTemplate,
         *,
         retry: RetryPolicy = DEFAULT_RETRY,
         limiter: TokenBucket | None = None,
         jitter: Callable[[], float] = random.random,
     ) -> None:
-        self._http = http
-        self._key_id = endpoint.key_id
+        self.rest = RestClient(http, endpoint.key_id, endpoint.signer)
         self._signer = endpoint.signer
+        self.orders = orders
+        self.template = template
         self.retry = retry
         self.limiter = limiter if limiter is not None else TokenBucket()
         self._jitter = jitter
         self.shadow_signer: AsyncSign | None = None
         """Signs shadow orders instead of the endpoint's signer when set (another process's)."""
-        self._order_timeout = httpx.Timeout(ORDER_TIMEOUT_S, connect=ORDER_CONNECT_TIMEOUT_S)
-        self._read_timeout = httpx.Timeout(READ_TIMEOUT_S, connect=READ_CONNECT_TIMEOUT_S)
-        # What AsyncClient.build_request would merge on every order (URL, the client's default
-        # headers, the timeout), merged once: between the signature and the ``sent`` stamp it cost
-        # ~0.3 ms a request (docs/RESULTS.md, 2026-11-30, the direct-request variant).
-        self._order_url = http.base_url.join(ORDER_PATH)
-        self._default_headers = list(http.headers.multi_items())
-        self._order_extensions = {"timeout": self._order_timeout.as_dict()}
+        self.signatures: SignaturePool | None = None
+        """Order signatures made ahead (``--presign-max-age-ms``); None = always sign inline."""
+        self.presigned = 0
+        """Real order attempts that used a signature made ahead."""
+        self.signed_inline = 0
+        """Real order attempts that signed inline (no pool, or none fresh enough)."""
 
     async def place_order(
         self, body: bytes, stamps: OrderStamps, *, dry_run: bool
@@ -182,157 +194,97 @@ class ExchangeClient:
                 )
                 await trio.sleep(delay_s)
 
+    def place_shadow_now(self, body: bytes, stamps: OrderStamps) -> bool:
+        """A shadow order with a spare signature made ahead, at once, or False (none spare).
+
+        Exactly what ``place_order(..., dry_run=True)`` does with a pool hit (take the
+        signature, build the request from the template, stamp ``sent``), without awaiting: the
+        fire task finishes it in place, with no hop to the shadow lane. Sends nothing.
+        """
+        pool = self.signatures
+        if pool is None:
+            return False
+        sign_start_ns = stamp_ns()
+        ready = pool.take_spare()
+        if ready is None:
+            return False
+        stamps.reset()
+        stamps.attempts += 1
+        stamps.sign_start_ns = sign_start_ns
+        stamps.sign_end_ns = stamp_ns()
+        stamps.signature = "presigned"
+        self.template.request(ready[0], ready[1], body)  # built exactly like a real one
+        stamps.sent_ns = stamp_ns()
+        return True
+
     async def _order_attempt(
         self, body: bytes, stamps: OrderStamps, *, dry_run: bool
     ) -> dict[str, Any]:
-        stamps.sign_start_ns = stamps.sign_end_ns = stamps.sent_ns = stamps.ack_ns = None
+        stamps.reset()
         stamps.attempts += 1
-        if not dry_run:
-            # Before the timestamp, so a wait in line never signs a stale time.
-            await self.limiter.acquire(TOKENS_PER_ORDER)
-        timestamp = str(wall_ms())
+        if dry_run:
+            timestamp, signature = await self._signature(stamps, dry_run=True)
+            self.template.request(timestamp, signature, body)  # built exactly like a real one
+            stamps.sent_ns = stamp_ns()
+            return {}
+        # The token, then a live connection, then the timestamp: a wait in line or a connect
+        # never signs a stale time.
+        await self.limiter.acquire(TOKENS_PER_ORDER)
+        connection = await self.orders.checkout()
+        try:
+            timestamp, signature = await self._signature(stamps, dry_run=False)
+            request = self.template.request(timestamp, signature, body)
+            stamps.sent_ns = stamp_ns()
+            try:
+                with trio.fail_after(ORDER_TIMEOUT_S):
+                    status, reason, payload = await connection.exchange(request, body, stamps)
+            except trio.TooSlowError:
+                raise ExchangeTimeout(f"no response within {ORDER_TIMEOUT_S:g} s") from None
+            stamps.ack_ns = stamp_ns()
+        finally:
+            self.orders.checkin(connection)
+            if stamps.signature == "presigned" and self.signatures is not None:
+                self.signatures.order_done()
+        return parse_answer(status, reason, payload)
+
+    async def _signature(self, stamps: OrderStamps, *, dry_run: bool) -> tuple[str, str]:
+        """(timestamp, signature) of ``POST`` + the order path, stamping the ``sign`` span.
+
+        The freshest signature made ahead when the pool has one fresh enough (a shadow fire only
+        takes a spare one), else a signature made now for a fresh timestamp. The ``sign`` span is
+        what this took (a pool hit: microseconds) and ``stamps.signature`` says which it was.
+        """
         stamps.sign_start_ns = stamp_ns()
+        pool = self.signatures
+        ready = None if pool is None else (pool.take_spare() if dry_run else pool.take())
+        if ready is not None:
+            stamps.sign_end_ns = stamp_ns()
+            stamps.signature = "presigned"
+            if not dry_run:
+                self.presigned += 1
+            return ready
+        if not dry_run:
+            self.signed_inline += 1
+        timestamp = str(wall_ms())
         if dry_run and self.shadow_signer is not None:
             signature = await self.shadow_signer(timestamp, "POST", ORDER_PATH)
         else:
             signature = self._signer.sign(timestamp, "POST", ORDER_PATH)
         stamps.sign_end_ns = stamp_ns()
-        headers = [
-            *self._default_headers,
-            *self._headers(timestamp, signature, with_body=True).items(),
-        ]
-        request = httpx.Request(
-            "POST",
-            self._order_url,
-            content=body,
-            headers=headers,
-            extensions=self._order_extensions,
-        )
-        stamps.sent_ns = stamp_ns()
-        if dry_run:
-            return {}
-        response = await self._send(request, ORDER_TIMEOUT_S)
-        stamps.ack_ns = stamp_ns()
-        return parse_response(response)
+        stamps.signature = "inline"
+        return timestamp, signature
 
     async def get_balance_cents(self) -> int:
-        """The account balance in cents (``GET /portfolio/balance``), signed, not retried.
-
-        Raises:
-            ExchangeError: the request failed or the answer has no integer ``balance``.
-        """
-        payload = await self.get_json(BALANCE_PATH)
-        balance = payload.get("balance")
-        if not isinstance(balance, int) or isinstance(balance, bool):
-            raise ExchangeError(f"balance response has no integer 'balance': {payload!r:.200}")
-        return balance
+        """The account balance in cents (``GET /portfolio/balance``); see :class:`RestClient`."""
+        return await self.rest.get_balance_cents()
 
     async def get_positions(self) -> dict[str, float]:
-        """Open contracts per ticker (``abs(float(position_fp))``, zeros omitted), all pages.
+        """Open contracts per ticker, all pages; see :class:`RestClient`."""
+        return await self.rest.get_positions()
 
-        Raises:
-            ExchangeError: a page failed, was malformed, or the cursor never ended.
-        """
-        positions: dict[str, float] = {}
-        params: dict[str, str] | None = None
-        for _ in range(MAX_POSITION_PAGES):
-            payload = await self.get_json(POSITIONS_PATH, params)
-            entries = payload.get("market_positions") or []
-            if not isinstance(entries, list):
-                raise ExchangeError("positions response: 'market_positions' is not a list")
-            for entry in entries:
-                ticker, contracts = parse_position(entry)
-                if contracts:
-                    positions[ticker] = contracts
-            cursor = payload.get("cursor")
-            if not cursor:
-                return positions
-            params = {"cursor": str(cursor)}
-        raise ExchangeError(f"positions: cursor still set after {MAX_POSITION_PAGES} pages")
-
-    async def get_json(
-        self, path: str, params: Mapping[str, str] | None = None
-    ) -> dict[str, Any]:
-        """One signed ``GET path?params``, not retried; the JSON object it answered.
-
-        Off the order path (account poll, reconciliation): signed on the loop, with the 10 s
-        read budget.
-
-        Raises:
-            ExchangeError: the request failed, or the answer is not a JSON object.
-        """
-        timestamp = str(wall_ms())
-        signature = self._signer.sign(timestamp, "GET", path)
-        request = self._http.build_request(
-            "GET",
-            path,
-            params=params,
-            headers=self._headers(timestamp, signature, with_body=False),
-            timeout=self._read_timeout,
-        )
-        return parse_response(await self._send(request, READ_TIMEOUT_S))
-
-    def _headers(self, timestamp: str, signature: str, *, with_body: bool) -> dict[str, str]:
-        headers = {
-            HEADER_KEY: self._key_id,
-            HEADER_TIMESTAMP: timestamp,
-            HEADER_SIGNATURE: signature,
-        }
-        if with_body:
-            headers["Content-Type"] = JSON_CONTENT_TYPE
-        return headers
-
-    async def _send(self, request: httpx.Request, budget_s: float) -> httpx.Response:
-        """Send ``request`` and read the whole response within ``budget_s``.
-
-        Cancellation: a request cut mid-flight leaves its connection closed by httpcore, never
-        returned to the pool half-read.
-        """
-        try:
-            with trio.fail_after(budget_s):
-                return await self._http.send(request)
-        except trio.TooSlowError:
-            raise ExchangeTimeout(f"no response within {budget_s:g} s") from None
-        except httpx.TimeoutException as error:
-            # No connection, or none free: the request never left, so nothing can have happened.
-            never_sent = isinstance(error, (httpx.ConnectTimeout, httpx.PoolTimeout))
-            raise ExchangeTimeout(
-                f"timed out: {_describe(error)}", maybe_placed=not never_sent
-            ) from None
-        except httpx.TransportError as error:
-            # A connect (or TLS) failure sent nothing; a read or write error may come after the
-            # request reached the exchange.
-            raise ExchangeError(
-                f"connection error: {_describe(error)}",
-                maybe_placed=not isinstance(error, httpx.ConnectError),
-            ) from None
-
-
-def _describe(error: Exception) -> str:
-    """``Type: message``; an empty message borrows the first one down the cause chain, since
-    httpx re-raises a TLS failure as a bare ConnectError over trio's BrokenResourceError."""
-    detail = str(error)
-    cause = error.__cause__ or error.__context__
-    while not detail and cause is not None:
-        detail = str(cause)
-        cause = cause.__cause__ or cause.__context__
-    return f"{type(error).__name__}: {detail}" if detail else type(error).__name__
-
-
-def tls_context(ca_file: Path | None) -> ssl.SSLContext:
-    """A verifying client TLS context (hostname and chain checked), trusting ``ca_file`` if given.
-
-    Blocking (reads files): call it from a worker thread on the loop.
-
-    Raises:
-        ValueError: the CA file is missing, unreadable or not PEM certificates.
-    """
-    try:
-        return ssl.create_default_context(cafile=None if ca_file is None else str(ca_file))
-    except FileNotFoundError:
-        raise ValueError(f"exchange CA file {str(ca_file)!r}: no such file") from None
-    except (OSError, ssl.SSLError) as error:
-        raise ValueError(f"exchange CA file {str(ca_file)!r}: not usable ({error})") from None
+    async def get_json(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """One signed ``GET path?params``, not retried; see :meth:`RestClient.get_json`."""
+        return await self.rest.get_json(path, params)
 
 
 def _check_base_url(base_url: str) -> None:
@@ -350,38 +302,47 @@ async def open_exchange(
     prewarm: bool = True,
     retry: RetryPolicy = DEFAULT_RETRY,
     limiter: TokenBucket | None = None,
+    order_connections: int = ORDER_CONNECTIONS,
+    nursery: trio.Nursery | None = None,
 ) -> AsyncIterator[ExchangeClient]:
-    """One keep-alive HTTP/1.1 client, TLS verified, pre-warmed, closed on exit.
+    """The order connections and one keep-alive httpx client, TLS verified, closed on exit.
 
-    Pre-warming is one signed balance request: the TCP and TLS handshakes (and a credentials
-    check) happen before the first order, not inside its budget.
+    Pre-warming opens and handshakes the order connections and sends one signed balance request
+    through httpx (its handshake and a credentials check), all before the first order. Without
+    it the order connections open on the first order's demand (within its connect budget).
+    With a ``nursery``, the pool's maintenance (dead and stale connections replaced in the
+    background) runs there until the block ends; without one, an order still finds a dead
+    connection before writing on it and opens a fresh one.
 
     Raises:
-        ValueError: a malformed base URL or an unusable CA file.
-        ExchangeError: the pre-warm request failed (unreachable exchange, TLS or key refused).
+        ValueError: a malformed base URL, an unusable CA file, or a base URL that is not https.
+        ExchangeError: the pre-warm failed (unreachable exchange, TLS or key refused).
 
-    Cancellation: closing the pool is shielded for at most ``CLOSE_TIMEOUT_S``.
+    Cancellation: closing the httpx pool is shielded for at most ``CLOSE_TIMEOUT_S``; the order
+    connections close at once.
     """
     _check_base_url(endpoint.base_url)
+    parts = urlsplit(endpoint.base_url)
+    if parts.scheme != "https" or parts.hostname is None:
+        raise ValueError(f"exchange base URL {endpoint.base_url!r}: orders need https://host")
     context = await trio.to_thread.run_sync(tls_context, endpoint.ca_file)
-    http = httpx.AsyncClient(
-        base_url=endpoint.base_url,
-        verify=context,
-        http1=True,
-        http2=False,
-        trust_env=False,  # no proxy or netrc from the environment between us and the exchange
-        limits=httpx.Limits(
-            max_connections=MAX_CONNECTIONS,
-            max_keepalive_connections=MAX_CONNECTIONS,
-            keepalive_expiry=KEEPALIVE_EXPIRY_S,
-        ),
-        timeout=httpx.Timeout(READ_TIMEOUT_S, connect=READ_CONNECT_TIMEOUT_S),
+    template = OrderTemplate(parts.netloc, endpoint.key_id)
+    pool = OrderPool(
+        tls_opener(parts.hostname, parts.port or 443, context, template), size=order_connections
     )
+    http = open_http(endpoint.base_url, context)
     try:
-        client = ExchangeClient(http, endpoint, retry=retry, limiter=limiter)
+        client = ExchangeClient(http, endpoint, pool, template, retry=retry, limiter=limiter)
         if prewarm:
             await client.get_balance_cents()
+            try:
+                await pool.fill()
+            except (OSError, ssl.SSLError, trio.TooSlowError) as error:
+                raise ExchangeError(f"order connections: {describe_error(error)}") from None
+        if nursery is not None:
+            await nursery.start(pool.maintain)
         yield client
     finally:
+        pool.close()
         with trio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
             await http.aclose()

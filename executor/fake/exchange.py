@@ -80,7 +80,7 @@ log = structlog.get_logger()
 # The verifier's parameters, spelled out here so a wrong constant in the signer cannot hide.
 _VERIFY_PADDING: Final = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=32)
 
-FaultKind = Literal["latency", "status", "drop", "hang", "duplicate"]
+FaultKind = Literal["latency", "status", "drop", "hang", "duplicate", "close"]
 
 
 @dataclass(frozen=True)
@@ -190,6 +190,7 @@ class FakeExchange(FakeAccount):
         received: every request, in arrival order.
         freshness_s: how far a signed timestamp may be from now.
         connections_opened: TLS connections that completed a handshake.
+        connections_closed: connections the fake has finished with (closed its end).
     """
 
     def __init__(
@@ -209,6 +210,7 @@ class FakeExchange(FakeAccount):
         self.received: list[ReceivedRequest] = []
         self.freshness_s = freshness_s
         self.connections_opened = 0
+        self.connections_closed = 0
         self._faults: deque[Fault] = deque()
         self._connection_ids = itertools.count(1)
 
@@ -256,6 +258,7 @@ class FakeExchange(FakeAccount):
             log.exception("fake exchange: connection failed", connection=connection)
         finally:
             await trio.aclose_forcefully(stream)
+            self.connections_closed += 1
 
     async def _serve_requests(
         self, stream: trio.SSLStream[trio.SocketStream], connection: int
@@ -270,7 +273,7 @@ class FakeExchange(FakeAccount):
                 return  # dropped or hung: the connection ends unanswered
             record.status, payload = answer
             await _send_response(stream, protocol, record.status, payload)
-            if protocol.our_state is h11.MUST_CLOSE:
+            if protocol.our_state is h11.MUST_CLOSE or record.fault == "close":
                 return
             protocol.start_next_cycle()
 
@@ -392,4 +395,3 @@ async def serve_fake_exchange(
     tls_listeners = [trio.SSLListener(lst, context, https_compatible=True) for lst in listeners]
     task_status.started(exchange)
     await trio.serve_listeners(exchange.serve_connection, tls_listeners)
-

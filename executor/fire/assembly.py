@@ -5,9 +5,11 @@ exists (a refused start leaves no file behind):
 
 - :func:`open_exchange_side`, entered by the server after the socket is claimed and before the
   database is opened, left last. It owns the in-process fake exchange (``--exchange fake``), the
-  endpoint and its key, the one keep-alive HTTPS client (CA file loaded, pre-warmed with one
-  signed balance request: the exchange is reachable and accepts the key), and the shadow-signing
-  worker.
+  endpoint and its key, the exchange client (the order connections, TLS-handshaken and kept warm
+  by a task of their own, and one keep-alive httpx client for everything else, CA file loaded,
+  pre-warmed with one signed balance request: the exchange is reachable and accepts the key), the
+  signing-ahead worker (``--presign-max-age-ms``; its first signature ready before the socket is
+  bound, stopped before the worker) and the shadow-signing worker.
 - :func:`open_order_path`, entered after telemetry is open (and the database proven writable)
   and before the socket is published, left after the fires nursery is done, before telemetry
   closes. In order: reconciliation of the rows earlier runs left unresolved
@@ -49,6 +51,8 @@ from executor.exchange.account import (
     serve_heartbeats,
 )
 from executor.exchange.dispatcher import OrderDispatcher, OrderPolicy
+from executor.exchange.order_pool import MAX_ORDER_CONNECTIONS, ORDER_CONNECTIONS
+from executor.exchange.presign import SignaturePool
 from executor.exchange.reconcile import CollectedRows, Reconciler
 from executor.exchange.shadow_lane import ShadowLane
 from executor.exchange.sign_worker import open_process_signer
@@ -187,12 +191,23 @@ async def open_exchange_side(
                 endpoint = await _endpoint(exchange, services, stack, signer)
                 step(f"pre-warming the exchange client ({endpoint.base_url})")
                 try:
-                    client = await stack.enter_async_context(open_exchange(endpoint))
+                    client = await stack.enter_async_context(
+                        open_exchange(
+                            endpoint,
+                            nursery=services,
+                            order_connections=order_connections(settings),
+                        )
+                    )
                 except Exception as error:
                     raise StartupError(
                         f"exchange {endpoint.base_url} cannot be reached: "
                         f"{str(error) or type(error).__name__}"
                     ) from None
+                if exchange.presign_max_age_ms > 0:
+                    step("starting the signing-ahead worker process")
+                    client.signatures = await _start_presigning(
+                        endpoint, exchange.presign_max_age_ms, services, stack
+                    )
                 if exchange.shadow_signing == "process":
                     step("starting the shadow signing worker process")
                     process_signer = await stack.enter_async_context(
@@ -283,6 +298,43 @@ def _silent(_step: str) -> None:
     """An ``announce`` that tells nobody."""
 
 
+def order_connections(settings: Settings) -> int:
+    """Order connections to keep: one per order the risk gate lets be in flight, plus one, at
+    least ``ORDER_CONNECTIONS`` and at most ``MAX_ORDER_CONNECTIONS`` (a higher limit opens the
+    rest on demand)."""
+    in_flight = settings.risk_limits.max_concurrent_dispatches if settings.risk_enabled else 1
+    return min(MAX_ORDER_CONNECTIONS, max(ORDER_CONNECTIONS, in_flight + 1))
+
+
+async def _start_presigning(
+    endpoint: ExchangeEndpoint, max_age_ms: int, services: trio.Nursery, stack: AsyncExitStack
+) -> SignaturePool:
+    """A signature pool kept full by its own worker process, stopped before the worker is."""
+    signer = await stack.enter_async_context(
+        open_process_signer(endpoint.signer.private_key_path, endpoint.key_id)
+    )
+    pool = SignaturePool(signer.sign, max_age_ms=max_age_ms)
+    scope = trio.CancelScope()
+    stopped = trio.Event()
+
+    async def keep_filled(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            with scope:
+                await pool.run(task_status=task_status)
+        finally:
+            stopped.set()
+
+    async def stop() -> None:
+        scope.cancel()
+        with trio.CancelScope(shield=True):
+            await stopped.wait()
+
+    await services.start(keep_filled)
+    stack.push_async_callback(stop)  # runs before the worker's context closes (LIFO)
+    log.info("orders sign ahead in a worker process", max_age_ms=max_age_ms, size=pool.size)
+    return pool
+
+
 def _fire_path(
     settings: Settings,
     telemetry: Telemetry,
@@ -302,7 +354,7 @@ def _fire_path(
     orders = OrderPath(
         dispatcher=OrderDispatcher(client, telemetry, policy, reconciler),
         sink=telemetry,
-        lane=ShadowLane(client),
+        lane=ShadowLane(client, presigned=client.place_shadow_now),
         sizing=settings.sizing,
         risk=risk,
         account=AccountState(),
@@ -340,9 +392,7 @@ async def _endpoint(
             "FAKE exchange: orders go to an in-process fake, nothing reaches Kalshi",
             url=fake.base_url,
         )
-        return ExchangeEndpoint(
-            fake.base_url, credentials.key_id, fake_signer, credentials.ca_file
-        )
+        return ExchangeEndpoint(fake.base_url, credentials.key_id, fake_signer, credentials.ca_file)
     if exchange.base_url is None:
         raise StartupError("no exchange base URL configured")
     if signer is None:

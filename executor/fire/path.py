@@ -23,8 +23,10 @@ pass through the scheduler between them, by default in a worker process
 (``executor.exchange.sign_worker``: a signature holds the GIL, and on the loop it would stall every
 connection); signed on the loop instead (``--shadow-signing loop``), a real fire task waits behind
 at most one shadow signature, never a queue of them (measured by ``python -m bench.shadow_lane``;
-docs/RESULTS.md). Real fires never enter the lane: they sign in their own task, and shadow fires
-take no rate-limit token and open no connection. When the lane is full the shadow fire is skipped
+docs/RESULTS.md). With signatures made ahead (``executor.exchange.presign``), a shadow fire that
+finds a spare one is finished inside the offer, with no signing left to defer. Real fires never
+enter the lane: they take a presigned signature or sign in their own task, and shadow fires take
+no rate-limit token and open no connection. When the lane is full the shadow fire is skipped
 before signing, counted ``shadow_skipped`` (a subset of ``fired``), and only its ``order_build``
 row is written. tests/exchange/test_order_path.py shows the ordering: after a burst of shadow
 fires, a real order reaches the exchange before the shadow orders queued ahead of it have all been
@@ -113,6 +115,8 @@ class FireCounters:
     """Orders of unknown outcome the exchange had (their rows corrected; start-up's included)."""
     reconcile_failed: int = 0
     """Orders of unknown outcome the exchange did not have, or could not be asked about."""
+    presigned: int = 0
+    signed_inline: int = 0
     refused_audit: int = 0
 
 
@@ -192,12 +196,17 @@ class FirePath:
         return self._decider.templates_built
 
     def counters(self) -> FireCounters:
-        """A snapshot of the outcome counters (and the reconciler's, with an exchange)."""
+        """A snapshot of the outcome counters (and the reconciler's, with an exchange), with the
+        transport's ``presigned`` and ``signed_inline`` (real order attempts by how they got their
+        signature)."""
         counts = dict(self._counts)
         reconciler = self.orders.dispatcher.reconciler if self.orders is not None else None
         if reconciler is not None:
             counts["reconciled"] = reconciler.reconciled
             counts["reconcile_failed"] = reconciler.reconcile_failed
+        client = None if self.orders is None else self.orders.dispatcher.client
+        counts["presigned"] = int(getattr(client, "presigned", 0))
+        counts["signed_inline"] = int(getattr(client, "signed_inline", 0))
         return FireCounters(**counts)
 
     def fire_now(self, message: WakeMessage) -> FireOutcome | None:

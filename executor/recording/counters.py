@@ -37,6 +37,8 @@ class ServerStatistics:
     connections_open: int
     reconciled: int = 0
     reconcile_failed: int = 0
+    presigned: int = 0
+    signed_inline: int = 0
     refused_audit: int = 0
     """Real fires refused because the audit trail (``orders_fired``) could not be written."""
 
@@ -49,7 +51,16 @@ class ServerStatistics:
             f"fires_cancelled={self.fires_cancelled} fire_errors={self.fire_errors} "
             f"refused_volume={self.refused_volume} refused_risk={self.refused_risk} "
             f"refused_permission={self.refused_permission} "
-            f"dispatch_errors={self.dispatch_errors} shadow_skipped={self.shadow_skipped} "
+            f"dispatch_errors={self.dispatch_errors} shadow_skipped={self.shadow_skipped}"
+        )
+
+    def later_counters(self) -> str:
+        """The keys the exit line gained after ``log_dropped``, oldest first (reconciliation's,
+        signing ahead's, the audit trail's), which the command line prints after every older key;
+        a new key goes at the end."""
+        return (
+            f"reconciled={self.reconciled} reconcile_failed={self.reconcile_failed} "
+            f"presigned={self.presigned} signed_inline={self.signed_inline} "
             f"refused_audit={self.refused_audit}"
         )
 

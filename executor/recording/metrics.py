@@ -52,6 +52,8 @@ HISTOGRAM_STAGES: Final = (
     Stage.SIGN,
     Stage.DISPATCH_SEND,
     Stage.DISPATCH_ACK,
+    Stage.DISPATCH_WIRE,
+    Stage.DETECT_WIRE,
 )
 """The stages with a latency histogram: the headline span and the fire path's."""
 

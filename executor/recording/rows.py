@@ -27,6 +27,10 @@ class Stage(enum.StrEnum):
     DISPATCH_SEND = "dispatch_send"
     DISPATCH_ACK = "dispatch_ack"
     TELEMETRY_WRITE = "telemetry_write"
+    DISPATCH_WIRE = "dispatch_wire"
+    """[ours] ``sent`` -> the request's last byte handed to the kernel (DISPATCH.md §10)."""
+    DETECT_WIRE = "detect_wire"
+    """[ours] the wake's ``recv_ns`` -> the ``wire`` stamp, ``detect_fire``'s clock rule."""
 
 
 class LatencyRow(NamedTuple):

@@ -25,7 +25,9 @@ from bench.cli import main
 from bench.fire import (
     FIRE_STAGES,
     KINDS,
+    READ_STAGES,
     RISK_VARIABLES,
+    WIRE_ACK,
     FakeExchangeInfo,
     StageRow,
     fire_environment,
@@ -34,6 +36,7 @@ from bench.fire import (
 )
 from bench.fireclient import FirePlan, fire_cid, interleaved, phase_of
 from bench.frames import wake_message
+from bench.order_wire import main as order_wire_main
 from bench.processes import BenchError
 from bench.report import plot_styles
 from bench.rowwriter import RowWriter, open_database
@@ -146,6 +149,20 @@ def test_a_row_whose_dry_run_contradicts_its_kind_is_an_error() -> None:
     assert series_of([good], 1, "x", 0)[0].client == "fire:real"
     with pytest.raises(BenchError, match="dry_run"):
         series_of([replace(good, dry_run=True)], 1, "x", 0)
+
+
+def test_wire_ack_is_derived_per_fire_from_its_own_two_rows() -> None:
+    """wire_ack is each fire's dispatch_ack minus its own dispatch_wire; none without both."""
+    rows = [
+        StageRow("real", "dispatch_ack", 900.0, False, "a"),
+        StageRow("real", "dispatch_wire", 100.0, False, "a"),
+        StageRow("real", "dispatch_wire", 50.0, False, "b"),
+        StageRow("real", "dispatch_ack", 500.0, False, "b"),
+        StageRow("real", "dispatch_ack", 700.0, False, "c"),
+    ]
+    by_span = {item.span: item.samples_us for item in series_of(rows, 1, "x", 0)}
+    assert by_span[WIRE_ACK] == (800.0, 450.0)
+    assert by_span["dispatch_wire"] == (100.0, 50.0)
 
 
 def test_plan_helpers_interleave_and_name_phases() -> None:
@@ -266,7 +283,7 @@ async def test_baseline_sends_the_transports_body_bytes_and_headers(
     assert {k: baseline.headers[k] for k in kalshi} == {k: transport.headers[k] for k in kalshi}
     assert baseline.headers["kalshi-access-timestamp"].isdigit()
     stages = _stages(work_dir / "b.db")
-    assert stages["fire-real-000000"] == list(FIRE_STAGES)
+    assert stages["fire-real-000000"] == list(READ_STAGES)
     assert stages["fire-shadow-000000"] == ["order_build", "sign", "dispatch_send", "detect_fire"]
 
 
@@ -285,7 +302,8 @@ async def test_detect_fire_is_absent_when_the_clock_domain_differs(
     with trio.fail_after(WAIT_S):
         await _baseline_fires(config, work_dir / "b.db", wakes)
     stages = _stages(work_dir / "b.db")
-    assert stages["fire-real-000001"] == ["order_build", "sign", "dispatch_send", "dispatch_ack"]
+    real = ["order_build", "sign", "dispatch_send", "dispatch_ack", "dispatch_wire"]
+    assert stages["fire-real-000001"] == real
     assert stages["fire-shadow-000001"] == ["order_build", "sign", "dispatch_send"]
     assert any(r.path.endswith("/orders") and r.status == 201 for r in exchange.received)
 
@@ -321,6 +339,16 @@ def test_tiny_fire_run_reads_the_trio_executors_own_stage_rows(work_dir: Path) -
 
 def test_variants_refuse_an_unknown_name() -> None:
     """bench.variants names its variants and refuses anything else before starting an executor."""
-    assert set(VARIANTS) == {"idle-lane", "direct-request"}
+    assert set(VARIANTS) == {"idle-lane", "httpx-orders"}
     assert variants_main(["idle-lane+nonsense", "serve"]) == 2
     assert variants_main([]) == 2
+
+
+def test_the_order_wire_ab_runs_both_streams_against_the_fake(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A tiny A/B round sends answered orders over both TLS streams and prints their ratios."""
+    assert order_wire_main(["--rounds", "2", "--orders", "3", "--warmup", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("stdlib:") == 2 and out.count("trio:") == 2
+    assert "wire p50: stdlib" in out and "ratio" in out

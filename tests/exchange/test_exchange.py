@@ -25,13 +25,20 @@ from cryptography.hazmat.primitives.asymmetric import padding
 from structlog.testing import capture_logs
 
 import executor.exchange.messages as exchange_wire
+import executor.exchange.order_connection as order_connection
+import executor.exchange.order_pool as order_pool
+import executor.exchange.order_template as order_template
+import executor.exchange.presign as presign
+import executor.exchange.rest as rest
 import executor.exchange.token_bucket as token_bucket
 import executor.exchange.transport as exchange_module
 import executor.fake.exchange as fake_module
+from executor.exchange.order_pool import ORDER_CONNECTIONS
 from executor.exchange.transport import (
     BALANCE_PATH,
     ORDER_PATH,
     POSITIONS_PATH,
+    ExchangeAmbiguous,
     ExchangeEndpoint,
     ExchangeError,
     ExchangeTimeout,
@@ -291,13 +298,14 @@ def test_bucket_refuses_a_request_larger_than_its_capacity() -> None:
 async def test_open_exchange_prewarms_before_yielding(
     fake_exchange: FakeExchange, fake_credentials: FakeCredentials
 ) -> None:
-    """By the time the client is handed out, the fake has answered one signed balance request."""
+    """By the time the client is handed out, the fake has answered one signed balance request
+    and the order connections are open and handshaken."""
     with trio.fail_after(10):
-        async with open_exchange(fake_endpoint(fake_exchange, fake_credentials)):
+        async with open_exchange(fake_endpoint(fake_exchange, fake_credentials)) as client:
             assert [(r.method, r.path, r.status) for r in fake_exchange.received] == [
                 ("GET", BALANCE_PATH, 200)
             ]
-            assert fake_exchange.connections_opened == 1
+            assert client.orders.idle == client.orders.opened == ORDER_CONNECTIONS
 
 
 async def test_open_exchange_without_prewarm_sends_nothing(
@@ -417,18 +425,23 @@ async def test_three_failures_give_up_with_the_last_error(
     assert stamps.attempts == 3
 
 
-async def test_a_dropped_connection_is_retried(
+async def test_a_connection_dropped_after_the_request_is_ambiguous_and_never_retried(
     fake_exchange: FakeExchange, fake_credentials: FakeCredentials
 ) -> None:
-    """A connection closed without an answer is a connection error, retried on a new one."""
-    fake_exchange.inject(Fault("drop"))
+    """A connection closed unanswered after the order was written is ExchangeAmbiguous, sent once;
+    the next order goes out on another connection."""
+    fake_exchange.inject(Fault("drop", place=True))
+    stamps = OrderStamps()
     with trio.fail_after(10):
         async with open_exchange(
             fake_endpoint(fake_exchange, fake_credentials), retry=FAST_RETRY
         ) as client:
-            response = await client.place_order(
-                order_body(yes_spec()), OrderStamps(), dry_run=False
-            )
+            with pytest.raises(ExchangeAmbiguous, match="after the order was sent"):
+                await client.place_order(order_body(yes_spec()), stamps, dry_run=False)
+            assert stamps.attempts == 1 and stamps.wire_ns is not None and stamps.ack_ns is None
+            assert not FAST_RETRY.retryable(ExchangeAmbiguous("x"))
+            spec = yes_spec(client_order_id="f" * 32)
+            response = await client.place_order(order_body(spec), OrderStamps(), dry_run=False)
     first, second = order_requests(fake_exchange)
     assert (first.status, second.status) == (None, 201)
     assert first.connection != second.connection
@@ -478,7 +491,7 @@ async def test_stamps_are_reset_on_every_attempt(
         async with open_exchange(
             fake_endpoint(fake_exchange, fake_credentials), retry=FAST_RETRY
         ) as client:
-            with pytest.raises(ExchangeError, match="connection error"):
+            with pytest.raises(ExchangeAmbiguous, match="connection lost"):
                 await client.place_order(order_body(yes_spec()), stamps, dry_run=False)
     assert stamps.attempts == 3
     assert stamps.sent_ns is not None
@@ -530,15 +543,21 @@ async def test_the_rate_limit_wait_comes_before_signing(
 async def test_several_orders_share_one_keep_alive_connection(
     fake_exchange: FakeExchange, fake_credentials: FakeCredentials
 ) -> None:
-    """The pre-warmed connection carries every later request: one TLS handshake in all."""
+    """One pre-warmed order connection carries every order and one httpx connection the balance
+    requests: no handshake after start-up."""
     with trio.fail_after(10):
         async with open_exchange(fake_endpoint(fake_exchange, fake_credentials)) as client:
             for number in range(5):
                 spec = yes_spec(client_order_id=f"{number:032x}")
                 await client.place_order(order_body(spec), OrderStamps(), dry_run=False)
             await client.get_balance_cents()
-    assert fake_exchange.connections_opened == 1
-    assert {r.connection for r in fake_exchange.received} == {1}
+            assert client.orders.opened == ORDER_CONNECTIONS
+    assert fake_exchange.connections_opened == 1 + ORDER_CONNECTIONS
+    assert len({r.connection for r in order_requests(fake_exchange)}) == 1
+    balances = {r.connection for r in fake_exchange.received if r.path == BALANCE_PATH}
+    assert len(balances) == 1 and not balances & {
+        r.connection for r in order_requests(fake_exchange)
+    }
     assert len(fake_exchange.received) == 7
 
 
@@ -614,7 +633,8 @@ def test_the_transport_imports_nothing_from_the_fire_path_or_telemetry() -> None
     """The transport's modules never import telemetry, rows, the writer, the risk gate or fire."""
     forbidden = {"telemetry", "rows", "sqlite_writer", "risk", "fire", "dispatcher"}
     imported: set[str] = set()
-    for module in (exchange_module, exchange_wire, token_bucket):
+    modules = (exchange_module, exchange_wire, token_bucket, order_connection, order_pool)
+    for module in (*modules, order_template, presign, rest):
         imported |= _imports(Path(module.__file__ or ""))
     touched = {
         name

@@ -6,10 +6,10 @@ seeing the test fail, and taking it out again.
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import trio
 import trio.lowlevel
@@ -19,15 +19,22 @@ from executor.clock import wall_ms
 from executor.decide.risk import RiskGate, RiskLimits
 from executor.decide.sizing import SizingConfig
 from executor.exchange.account import AccountState, poll_account_once
-from executor.exchange.messages import ExchangeError, ExchangeTimeout, OrderStamps, RetryPolicy
+from executor.exchange.messages import (
+    ExchangeError,
+    ExchangeTimeout,
+    OrderSpec,
+    OrderStamps,
+    RetryPolicy,
+    order_body,
+)
 from executor.exchange.token_bucket import TokenBucket
-from executor.exchange.transport import ExchangeClient, ExchangeEndpoint
-from executor.fake.exchange import FakeCredentials
+from executor.exchange.transport import ExchangeEndpoint, open_exchange
+from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.fire.path import FireOutcome
 from executor.recording.rows import OrderRow, Stage
 from executor.recording.sqlite_writer import close_database, open_database, write_batch
 from executor.signer import HEADER_TIMESTAMP, KalshiSigner
-from tests.support.inprocess import make_wake
+from tests.support.inprocess import fake_endpoint, make_wake
 from tests.support.order_fakes import FakePlacer, order_harness
 
 ONE_CONTRACT = SizingConfig(kelly_fraction=0.0)
@@ -106,63 +113,97 @@ async def test_a_refused_real_fire_without_a_group_writes_null(tmp_path: Path) -
     assert stored == (1,)
 
 
-def _client(
-    credentials: FakeCredentials,
-    handler: Any,
-    *,
-    limiter: TokenBucket | None = None,
-) -> tuple[ExchangeClient, httpx.AsyncClient]:
-    """A transport over an httpx mock (no network): ``handler`` answers every request."""
-    http = httpx.AsyncClient(
-        base_url="https://exchange.test", transport=httpx.MockTransport(handler)
+def _order(client_order_id: str) -> OrderSpec:
+    """A one-contract fill-or-kill order the fake fills."""
+    return OrderSpec(
+        ticker="KXTEST",
+        client_order_id=client_order_id,
+        side="bid",
+        count=1,
+        price="0.4200",
+        time_in_force="fill_or_kill",
+        self_trade_prevention_type="taker_at_cross",
+        exchange_index=0,
     )
-    endpoint = ExchangeEndpoint(
-        "https://exchange.test",
-        credentials.key_id,
-        KalshiSigner(credentials.private_key_path, credentials.key_id),
-    )
-    retry = RetryPolicy(base_delay_s=0.0, max_delay_s=0.0)
-    return ExchangeClient(http, endpoint, retry=retry, limiter=limiter), http
 
 
-@pytest.mark.parametrize("failure", [httpx.ConnectTimeout, httpx.PoolTimeout])
-async def test_a_connect_or_pool_timeout_is_a_timeout_tried_once(
-    failure: type[httpx.TimeoutException], fake_credentials: FakeCredentials
+FAST_RETRY = RetryPolicy(base_delay_s=0.0, max_delay_s=0.0)
+"""Retries without a pause, so a test that counts attempts does not wait for the backoff."""
+
+
+def _silent_endpoint(credentials: FakeCredentials, port: int) -> ExchangeEndpoint:
+    """An endpoint on 127.0.0.1:``port`` signed with the fake's key and trusting its CA."""
+    signer = KalshiSigner(credentials.private_key_path, credentials.key_id)
+    return ExchangeEndpoint(
+        f"https://127.0.0.1:{port}", credentials.key_id, signer, credentials.ca_file
+    )
+
+
+async def _silent_listener(
+    nursery: trio.Nursery, accepted: list[trio.SocketStream]
+) -> int:
+    """A TCP listener that accepts and never answers (a TLS handshake on it hangs); its port."""
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+
+    async def hold(stream: trio.SocketStream) -> None:
+        accepted.append(stream)
+        await trio.sleep_forever()
+
+    nursery.start_soon(trio.serve_listeners, hold, listeners)
+    port: int = listeners[0].socket.getsockname()[1]
+    return port
+
+
+async def test_a_connect_timeout_is_a_timeout_tried_once(
+    nursery: trio.Nursery, fake_credentials: FakeCredentials
 ) -> None:
-    """Guards against an httpx connect or pool timeout being taken for a retryable connection
-    error: it is an ExchangeTimeout after exactly one attempt (the order may have been placed)."""
-    calls: list[httpx.Request] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        calls.append(request)
-        raise failure("timed out", request=request)
-
-    client, http = _client(fake_credentials, handler)
+    """Guards against a connect timeout on the order path being taken for a retryable connection
+    error: it is an ExchangeTimeout after exactly one attempt and one connection, and it says the
+    order never left (nothing to reconcile)."""
+    accepted: list[trio.SocketStream] = []
+    port = await _silent_listener(nursery, accepted)
     stamps = OrderStamps()
-    async with http:
-        with pytest.raises(ExchangeTimeout):
+    endpoint = _silent_endpoint(fake_credentials, port)
+    async with open_exchange(endpoint, prewarm=False, retry=FAST_RETRY) as client:
+        with pytest.raises(ExchangeTimeout) as raised:
             await client.place_order(b"{}", stamps, dry_run=False)
-    assert (len(calls), stamps.attempts) == (1, 1)
+    assert (len(accepted), stamps.attempts) == (1, 1)
+    assert raised.value.maybe_placed is False
+
+
+async def test_a_refused_connect_is_retried(fake_credentials: FakeCredentials) -> None:
+    """The negative twin: a connect the exchange refuses is a connection error, retried up to
+    the policy's attempts (nothing was sent), and it is not a timeout."""
+    with socket.socket() as unused:  # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    stamps = OrderStamps()
+    endpoint = _silent_endpoint(fake_credentials, port)
+    async with open_exchange(endpoint, prewarm=False, retry=FAST_RETRY) as client:
+        with pytest.raises(ExchangeError) as raised:
+            await client.place_order(b"{}", stamps, dry_run=False)
+    assert not isinstance(raised.value, ExchangeTimeout)
+    assert stamps.attempts == FAST_RETRY.max_attempts
 
 
 async def test_the_signed_timestamp_is_read_after_the_rate_limit_wait(
-    fake_credentials: FakeCredentials,
+    fake_exchange: FakeExchange, fake_credentials: FakeCredentials
 ) -> None:
     """Guards against the timestamp being read before the rate-limit wait: with the bucket
     drained, the KALSHI-ACCESS-TIMESTAMP signed is at least the start plus the wait."""
-    stamped: list[int] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        stamped.append(int(request.headers[HEADER_TIMESTAMP]))
-        return httpx.Response(201, json={"order_id": "o", "fill_count": "1.00"})
-
     # 10 tokens an order, 50 a second: once drained, the next order waits 0.2 s for its tokens.
     bucket = TokenBucket(capacity=10, refill_per_s=10 / HELD_S)
-    client, http = _client(fake_credentials, handler, limiter=bucket)
-    async with http:
-        await client.place_order(b"{}", OrderStamps(), dry_run=False)  # drains the bucket
-        started_ms = wall_ms()
-        await client.place_order(b"{}", OrderStamps(), dry_run=False)
+    endpoint = fake_endpoint(fake_exchange, fake_credentials)
+    async with open_exchange(endpoint, limiter=bucket) as client:
+        await client.place_order(order_body(_order("first")), OrderStamps(), dry_run=False)
+        started_ms = wall_ms()  # the bucket is drained now
+        await client.place_order(order_body(_order("second")), OrderStamps(), dry_run=False)
+    stamped = [
+        int(request.headers[HEADER_TIMESTAMP.lower()])
+        for request in fake_exchange.received
+        if request.method == "POST"
+    ]
+    assert len(stamped) == 2
     # 5 ms for the millisecond rounding of both clocks and the refill credited before the wait.
     assert stamped[1] >= started_ms + HELD_S * 1000 - 5
 

@@ -25,6 +25,7 @@ import executor.exchange.transport as transport_module
 from executor.clock import wall_ms
 from executor.exchange.transport import (
     ORDERS_PATH,
+    ExchangeAmbiguous,
     ExchangeClient,
     ExchangeEndpoint,
     ExchangeError,
@@ -294,16 +295,17 @@ async def test_a_hang_without_place_lists_nothing(
 async def test_a_drop_after_place_is_placed_and_the_connection_closed(
     fake_exchange: FakeExchange, fake_credentials: FakeCredentials
 ) -> None:
-    """A dropped connection after placing: the client sees a connection error that may have
-    placed the order, and the exchange lists it (its retry finds the same order again)."""
+    """A dropped connection after placing: the client sees an ambiguous order that may have been
+    placed, sent once and never re-sent by the transport (issue 16), and the exchange lists it."""
     fake_exchange.inject(Fault("drop", place=True))
     stamps = OrderStamps()
     async with transport(fake_exchange, fake_credentials) as client:
-        response = await client.place_order(order_body(spec("3" * 32)), stamps, dry_run=False)
+        with pytest.raises(ExchangeAmbiguous) as caught:
+            await client.place_order(order_body(spec("3" * 32)), stamps, dry_run=False)
         listed = await list_all(client, ticker=TICKER)
-    assert stamps.attempts == 2 and stamps.maybe_placed
+    assert caught.value.maybe_placed and stamps.maybe_placed
+    assert stamps.attempts == 1
     assert [order["client_order_id"] for order in listed] == ["3" * 32]
-    assert listed[0]["order_id"] == response["order_id"]
     assert fake_exchange.balance_cents == 100_000 - 126 - 6  # charged once (3 x $0.02 fee)
 
 

@@ -169,6 +169,8 @@ def test_latency_row_accepts_every_reference_stage() -> None:
         "dispatch_send",
         "dispatch_ack",
         "telemetry_write",
+        "dispatch_wire",
+        "detect_wire",
     ]
     assert [member.value for member in Stage] == names
     for name in names:

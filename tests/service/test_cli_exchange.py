@@ -55,6 +55,8 @@ def test_fake_exchange_serve_writes_orders_and_stage_rows(
     refused = sum(value for key, value in server.items() if key.startswith("refused_"))
     assert server["accepted"] - server["unacked"] == server["fired"] + refused
     assert telemetry["order_rows_written"] == 2  # pending + resolution
+    assert server["presigned"] + server["signed_inline"] == 1  # the one real order's attempt
+    assert list(server)[-3:] == ["presigned", "signed_inline", "refused_audit"]  # newest last
     with sqlite3.connect(db_path) as db:
         orders = db.execute("SELECT correlation_id, status, count FROM orders_fired").fetchall()
         stages = db.execute(
@@ -63,9 +65,9 @@ def test_fake_exchange_serve_writes_orders_and_stage_rows(
         beats = db.execute("SELECT process FROM heartbeats").fetchall()
     db.close()
     assert orders == [("sub-real", "filled", "3.00")]
-    assert sorted(stage for cid, stage in stages if cid == "sub-real") == sorted(
-        ["order_build", "sign", "dispatch_send", "dispatch_ack", "detect_fire"]
-    )
+    real_stages = ["order_build", "sign", "dispatch_send", "dispatch_ack", "detect_fire"]
+    real_stages += ["dispatch_wire", "detect_wire"]
+    assert sorted(stage for cid, stage in stages if cid == "sub-real") == sorted(real_stages)
     assert sorted(stage for cid, stage in stages if cid == "sub-shadow") == sorted(
         ["order_build", "sign", "dispatch_send", "detect_fire"]
     )

@@ -263,3 +263,23 @@ def test_ca_file_flag_and_variable(tmp_path: Path, fake_credentials: FakeCredent
     assert load_settings(_args("--exchange-ca-file", str(flag_ca)), env).exchange.ca_file == flag_ca
     with pytest.raises(ConfigError, match="--exchange-ca-file"):
         load_settings(_args("--exchange-ca-file", str(tmp_path / "none.pem")), {})
+
+
+def test_presign_max_age_defaults_to_100_ms_and_0_turns_it_off(key_file: Path) -> None:
+    """--presign-max-age-ms reaches the exchange settings: default 100, 0 kept as off."""
+    assert load_settings(_args(), _real_env(key_file)).exchange.presign_max_age_ms == 100
+    off = load_settings(_args("--presign-max-age-ms", "0"), _real_env(key_file))
+    assert off.exchange.presign_max_age_ms == 0
+    fake = load_settings(_args("--exchange", "fake", "--presign-max-age-ms", "250"), {})
+    assert fake.exchange.presign_max_age_ms == 250
+
+
+@pytest.mark.parametrize("value", ["-1", "2001", "ten", "1.5"])
+def test_a_bad_presign_max_age_is_a_one_line_usage_error(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A negative, too large or non-integer age is refused by the parser with its reason."""
+    with pytest.raises(SystemExit):
+        _args("--presign-max-age-ms", value)
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--presign-max-age-ms" in error and ("outside" in error or "whole number" in error)

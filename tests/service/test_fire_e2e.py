@@ -7,6 +7,7 @@ against ``executor.fake.exchange`` on 127.0.0.1 over real TLS; rows are read bac
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from dataclasses import replace
@@ -184,6 +185,8 @@ async def test_real_fire_sends_a_signed_order_and_leaves_every_row(
         "dispatch_send",
         "dispatch_ack",
         "detect_fire",
+        "dispatch_wire",
+        "detect_wire",
     ]
     stats = running.server.statistics()
     assert stats.fired == 1
@@ -261,9 +264,14 @@ async def test_shadow_fire_signs_but_sends_nothing(
     ]
     metadata = query(
         running.db_path,
-        "SELECT DISTINCT metadata_json FROM latency_events WHERE stage != 'wake_recv'",
+        "SELECT DISTINCT metadata_json FROM latency_events"
+        " WHERE stage NOT IN ('wake_recv', 'sign')",
     )
     assert metadata == [('{"dry_run": true}',)]
+    (sign,) = query(
+        running.db_path, "SELECT metadata_json FROM latency_events WHERE stage = 'sign'"
+    )
+    assert json.loads(sign[0])["dry_run"] is True
 
 
 async def test_exchange_error_is_an_error_row_and_counted(
@@ -316,9 +324,7 @@ async def test_grace_shorter_than_the_order_cancels_it_with_a_row(
 ) -> None:
     """With a grace shorter than the exchange's delay the order resolves 'cancelled at shutdown'."""
     fake_exchange.inject(Fault("latency", seconds=1.0))
-    running = await start_trading(
-        nursery, short_dir, fake_exchange, fake_credentials, grace_s=0.1
-    )
+    running = await start_trading(nursery, short_dir, fake_exchange, fake_credentials, grace_s=0.1)
     async with connect(running.socket_path) as client:
         await client.request(real_wake("cut"))
         await wait_for_order(fake_exchange)
@@ -332,6 +338,8 @@ async def test_grace_shorter_than_the_order_cancels_it_with_a_row(
         "sign",
         "dispatch_send",
         "detect_fire",
+        "dispatch_wire",  # the request was on the wire when shutdown cut the wait for its answer
+        "detect_wire",
     ]
     stats = running.server.statistics()
     assert (stats.fired, stats.fires_cancelled) == (1, 1)
@@ -438,7 +446,8 @@ async def test_real_order_goes_out_ahead_of_queued_shadow_fires(
     """
     signer = RecordingSigner(fake_credentials.private_key_path, fake_credentials.key_id)
     factory = order_path_factory(
-        settings_for(fake_exchange, fake_credentials, shadow_signing="loop"),
+        # Signing ahead off: every signature is then this signer's, on the loop.
+        settings_for(fake_exchange, fake_credentials, shadow_signing="loop", presign_max_age_ms=0),
         telemetry_db=short_dir / "t.db",
         kill_switch=None,
         signer=signer,
@@ -507,9 +516,7 @@ async def test_real_order_goes_out_before_shadow_fires_signed_in_a_worker(
             while fire_path.orders.lane.signed < burst:  # noqa: ASYNC110
                 await trio.sleep(0.01)
     telemetry.close()
-    [position] = [
-        i for i, r in enumerate(arrivals) if r.method == "POST" and r.path == ORDER_PATH
-    ]
+    [position] = [i for i, r in enumerate(arrivals) if r.method == "POST" and r.path == ORDER_PATH]
     assert arrivals.signed_before[position] < burst, arrivals.signed_before[position]
     assert fire_path.counters().shadow_skipped == 0
 

@@ -41,7 +41,6 @@ def spawner(short_dir: Path) -> Iterator[Spawner]:
     finally:
         spawner.kill_all()
 
-
 # ---------------------------------------------------------------- dev.py serve
 
 

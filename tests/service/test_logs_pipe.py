@@ -171,7 +171,7 @@ async def test_unread_stderr_pipe_does_not_hold_up_acks(short_dir: Path) -> None
     assert identity_problems(counters) == []
     assert counters["log_dropped"] > 0
     first_line = next(line for line in text.splitlines() if line.startswith("frames="))
-    assert first_line.split()[-3].startswith("log_dropped=")  # reconciliation's two follow
+    assert first_line.split()[-6].startswith("log_dropped=")  # then five later keys
 
 
 async def _connect_and_run(socket_path: Path, index: int) -> None:
@@ -188,7 +188,7 @@ def _drain(read_fd: int, into: bytearray) -> None:
 def test_suppressed_warnings_are_reported_at_exit(short_dir: Path) -> None:
     """Rejected frames past the warning budget are reported as one suppressed count at exit,
     before the counter lines, and the first counter line has log_dropped=0 (before the
-    reconciliation counters, the last keys)."""
+    reconciliation and signing counters, the last keys)."""
     rejected = 30
     spawner = Spawner(short_dir)
     try:
@@ -203,7 +203,9 @@ def test_suppressed_warnings_are_reported_at_exit(short_dir: Path) -> None:
     lines = executor.stderr_lines()
     server, _ = exit_counters(lines)
     assert server["rejected"] == rejected
-    assert lines[-2].split()[-3:] == ["log_dropped=0", "reconciled=0", "reconcile_failed=0"]
+    assert lines[-2].split()[-6:-3] == ["log_dropped=0", "reconciled=0", "reconcile_failed=0"]
+    later = [key.split("=")[0] for key in lines[-2].split()[-3:]]
+    assert later == ["presigned", "signed_inline", "refused_audit"]
     events = [json.loads(line) for line in lines[:-2]]
     shown = [event for event in events if event["event"] == "rejected frame"]
     summaries = [event for event in events if event["event"] == "warnings suppressed"]

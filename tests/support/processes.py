@@ -61,10 +61,12 @@ EXTRA_SERVER_KEYS = (
     "refused_permission",
     "dispatch_errors",
     "shadow_skipped",
-    "refused_audit",
     "log_dropped",
     "reconciled",
     "reconcile_failed",
+    "presigned",
+    "signed_inline",
+    "refused_audit",
 )
 """This executor's additions, at the end of the first counter line."""
 

@@ -1,0 +1,225 @@
+"""One order connection: a standard-library TLS socket in non-blocking mode, Trio waiting on it.
+
+The order's request goes out in one ``SSLSocket.send`` that returns as soon as the kernel has the
+bytes (the ``wire`` stamp is taken right there, before any pass through the scheduler), and the
+response is read with ``recv`` until h11 says it is complete; Trio's ``wait_readable`` /
+``wait_writable`` park the task only when the socket has nothing to give or no room. Measured
+against ``trio.SSLStream`` over the same fake (``bench/order_wire.py``, docs/RESULTS.md
+2026-12-01) it is the faster of the two; it is correct under cancellation for the same reason the
+stream would be: **a connection is reused only after a whole request and a whole response went
+through it**. Any exception or cancellation inside :meth:`OrderConnection.exchange` closes it, so
+no half-written request or half-read response is ever followed by another order.
+
+What a failure means for the order (the transport turns it into its error classes):
+
+- nothing of the request was written: a plain ``ExchangeError`` (retryable, not placed);
+- a byte was written and then the connection broke, or the answer was malformed:
+  :class:`~executor.exchange.messages.ExchangeAmbiguous`, never retried (reconciliation decides).
+
+HTTP is h11's: every request's framing is handed to h11 (``OrderTemplate.h11_events``) and every
+response byte goes through ``h11.Connection.receive_data``; nothing is parsed by hand.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import ssl
+from typing import Final
+
+import h11
+import trio
+from trio.lowlevel import notify_closing, wait_readable, wait_writable
+
+from executor.clock import stamp_ns
+from executor.exchange.messages import ExchangeAmbiguous, ExchangeError, OrderStamps
+from executor.exchange.order_template import OrderTemplate
+
+READ_BYTES: Final = 64 * 1024
+"""Bytes asked of one ``recv``: an order's answer is a few hundred bytes, so one read holds it."""
+MAX_RESPONSE_BYTES: Final = 1024 * 1024
+"""Largest response body accepted (bytes): an order answer is ~300; past this the exchange (or
+something in between) is not answering an order and the connection is dropped."""
+
+
+class OrderConnection:
+    """One keep-alive TLS connection used by one order at a time; made by :meth:`open`.
+
+    Attributes:
+        number: this process's count of order connections opened, for logs and tests.
+        closed: true once closed (by a failure, a cancellation or :meth:`close`); never reopened.
+        idle_since: ``trio.current_time()`` when it last went idle.
+    """
+
+    def __init__(self, tls: ssl.SSLSocket, template: OrderTemplate, number: int) -> None:
+        self._tls = tls
+        self._h11 = h11.Connection(h11.CLIENT)
+        self._poll = select.poll()
+        self._poll.register(tls.fileno(), select.POLLIN)
+        self.template = template
+        self.number = number
+        self.closed = False
+        self.idle_since = trio.current_time()
+        self._written = False
+
+    @classmethod
+    async def open(
+        cls,
+        host: str,
+        port: int,
+        context: ssl.SSLContext,
+        template: OrderTemplate,
+        number: int,
+    ) -> OrderConnection:
+        """Connect and complete the TLS handshake (certificate and host name verified).
+
+        Raises:
+            OSError: the TCP connection failed.
+            ssl.SSLError: the handshake failed (an untrusted certificate among others).
+
+        Cancellation: a half-open connection is closed.
+        """
+        stream = await trio.open_tcp_stream(host, port)  # TCP_NODELAY is Trio's default
+        raw = socket.socket(fileno=stream.socket.detach())
+        raw.setblocking(False)
+        try:
+            tls = context.wrap_socket(raw, server_hostname=host, do_handshake_on_connect=False)
+        except BaseException:
+            raw.close()
+            raise
+        try:
+            while True:
+                try:
+                    tls.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    await wait_readable(tls)
+                except ssl.SSLWantWriteError:
+                    await wait_writable(tls)
+        except BaseException:
+            notify_closing(tls)
+            tls.close()
+            raise
+        return cls(tls, template, number)
+
+    def idle_is_dead(self) -> bool:
+        """Whether this idle connection can no longer carry an order (non-blocking, a few µs).
+
+        The exchange never speaks first on HTTP/1.1: bytes waiting on an idle connection are its
+        close (a TLS close_notify, a FIN or a reset) or garbage; either way the connection is
+        finished. TLS records that carry no application data (TLS 1.3 session tickets) are read
+        and leave it alive.
+        """
+        if self.closed:
+            return True
+        if not self._tls.pending() and not self._poll.poll(0):
+            return False
+        try:
+            self._tls.recv(READ_BYTES)
+        except ssl.SSLWantReadError:
+            return False
+        except (OSError, ValueError):
+            pass
+        self.close()
+        return True
+
+    async def exchange(
+        self, request: bytes, body: bytes, stamps: OrderStamps
+    ) -> tuple[int, str, bytes]:
+        """Write ``request`` (whose body is ``body``), stamp ``wire_ns``, read the whole response.
+
+        Returns ``(status, reason, body)``. The connection stays open for the next order only
+        when h11 says both sides finished the cycle and nobody asked to close.
+
+        Raises:
+            ExchangeError: the connection failed before any byte of the request was written.
+            ExchangeAmbiguous: it failed after (the order may have been placed).
+
+        Cancellation: the connection is closed (a request may be half written); nothing else.
+        """
+        self._written = False
+        try:
+            await self._send_all(request)
+            stamps.wire_ns = stamp_ns()
+            for event in self.template.h11_events(body):
+                self._h11.send(event)
+            return await self._read_response()
+        except BaseException as error:
+            self.close()
+            if isinstance(error, (OSError, h11.ProtocolError, ValueError)):
+                raise _failure(error, written=self._written) from None
+            raise
+
+    async def _send_all(self, request: bytes) -> None:
+        """Send every byte; ``_written`` turns true with the first byte the kernel accepted."""
+        view = memoryview(request)
+        while view:
+            try:
+                sent = self._tls.send(view)
+            except ssl.SSLWantWriteError:
+                await wait_writable(self._tls)
+                continue
+            except ssl.SSLWantReadError:
+                await wait_readable(self._tls)
+                continue
+            self._written = True
+            view = view[sent:]
+
+    async def _read_response(self) -> tuple[int, str, bytes]:
+        status, reason, chunks, size = 0, "", [], 0
+        while True:
+            event = self._h11.next_event()
+            if event is h11.NEED_DATA:
+                data = await self._receive()
+                if not data:
+                    raise ConnectionResetError(
+                        "the exchange closed the connection before answering"
+                    )
+                self._h11.receive_data(data)
+            elif isinstance(event, h11.Response):
+                status, reason = event.status_code, event.reason.decode("latin-1")
+            elif isinstance(event, h11.Data):
+                size += len(event.data)
+                if size > MAX_RESPONSE_BYTES:
+                    raise ValueError(f"response body over {MAX_RESPONSE_BYTES} bytes")
+                chunks.append(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                break
+            elif isinstance(event, h11.ConnectionClosed):
+                raise ConnectionResetError("the exchange closed the connection without answering")
+            # h11.InformationalResponse (1xx): keep reading for the final response
+        if self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE:
+            self._h11.start_next_cycle()
+            self.idle_since = trio.current_time()
+        else:
+            self.close()  # the exchange asked to close (Connection: close) or framed by EOF
+        return status, reason, b"".join(chunks)
+
+    async def _receive(self) -> bytes:
+        """The next decrypted bytes; ``b""`` at the end of the stream."""
+        while True:
+            try:
+                return self._tls.recv(READ_BYTES)
+            except ssl.SSLWantReadError:
+                await wait_readable(self._tls)
+            except ssl.SSLWantWriteError:
+                await wait_writable(self._tls)
+            except ssl.SSLEOFError:
+                return b""  # the peer closed without a TLS close_notify
+
+    def close(self) -> None:
+        """Close now, without a TLS goodbye (nothing to wait for); idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        notify_closing(self._tls)
+        self._tls.close()
+
+
+def _failure(error: BaseException, *, written: bool) -> ExchangeError:
+    detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    if written:
+        return ExchangeAmbiguous(f"connection lost after the order was sent: {detail}")
+    return ExchangeError(
+        f"connection error before the order was sent: {detail}", maybe_placed=False
+    )
