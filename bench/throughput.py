@@ -27,6 +27,7 @@ from bench.processes import (
     count_latency_rows,
     count_wake_recv,
     parse_counters,
+    pin_child,
 )
 
 SETTLE_S: Final = 1.0
@@ -95,8 +96,12 @@ def _first_stamp_s(database_path: str) -> float:
     return float(first_ms or 0) / 1000.0
 
 
-def run_rate(spec: ExecutorSpec, connections: int, seconds: float, rate: float) -> ThroughputResult:
+def run_rate(
+    spec: ExecutorSpec, connections: int, seconds: float, rate: float, batch: int = 1
+) -> ThroughputResult:
     """One executor process, ``connections`` flood clients sharing ``rate`` (0 = flat out).
+
+    Each client writes ``batch`` frames per ``sendall`` (1: one frame per write).
 
     Raises:
         BenchError: a client failed or the executor exited badly.
@@ -109,8 +114,14 @@ def run_rate(spec: ExecutorSpec, connections: int, seconds: float, rate: float) 
             per_connection = rate / connections if rate > 0 else 0.0
             command = [sys.executable, "-m", "bench.client", "flood", "--socket", socket_path]
             command += ["--seconds", str(seconds), "--rate", str(per_connection)]
+            command += ["--batch", str(batch)]
             clients = [
-                subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+                subprocess.Popen(
+                    command,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                    preexec_fn=pin_child(spec.client_cpus),
+                )
                 for _ in range(connections)
             ]
             reports = []
