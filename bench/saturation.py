@@ -37,6 +37,8 @@ SATURATION_HEADER: Final = (
     "drops",
     "accepted_per_s",
     "rows_per_s",
+    "wake_recv_p50_us",
+    "wake_recv_p99_us",
 )
 
 LOADS: Final = (
@@ -83,6 +85,8 @@ def write_saturation(path: Path, results: Sequence[tuple[int, str, ThroughputRes
                     result.drops,
                     repr(result.accepted_per_s),
                     repr(result.rows_per_s),
+                    repr(result.wake_recv_p50_us),
+                    repr(result.wake_recv_p99_us),
                 ]
             )
 
@@ -100,10 +104,13 @@ def saturation_lines(results: Sequence[tuple[int, str, ThroughputResult]]) -> li
     for (load, executor), items in grouped.items():
         acked = [item.accepted_per_s for item in items]
         rows = [item.rows_per_s for item in items]
+        p50 = statistics.median(item.wake_recv_p50_us for item in items)
+        p99 = statistics.median(item.wake_recv_p99_us for item in items)
         lines.append(
             f"{load:>12} {executor:>10}: acked {statistics.median(acked):8.0f}"
             f" [{min(acked):.0f}/{max(acked):.0f}]/s  rows {statistics.median(rows):8.0f}"
             f" [{min(rows):.0f}/{max(rows):.0f}]/s  drops {sum(i.drops for i in items)}"
-            f" of {sum(i.acked for i in items)} acked  runs={len(items)}"
+            f" of {sum(i.acked for i in items)} acked  wake_recv p50 {p50:.1f} p99 {p99:.1f} us"
+            f"  runs={len(items)}"
         )
     return lines

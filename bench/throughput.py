@@ -28,7 +28,9 @@ from bench.processes import (
     count_wake_recv,
     parse_counters,
     pin_child,
+    read_wake_recv_us,
 )
+from bench.stats import percentile
 
 SETTLE_S: Final = 1.0
 """A row count unchanged this long (s) after the clients exit is taken as final."""
@@ -46,6 +48,9 @@ class ThroughputResult:
     rows_written: int
     seconds: float
     rows_seconds: float
+    wake_recv_p50_us: float = 0.0
+    """The executor's own ``wake_recv`` p50 over every row written (pipelined: batched frames)."""
+    wake_recv_p99_us: float = 0.0
 
     @property
     def accepted_per_s(self) -> float:
@@ -139,6 +144,7 @@ def run_rate(
             raise BenchError(f"executor {spec.name} exited {status}: {executor.stderr_text[-400:]}")
         counters = parse_counters(executor.stderr_text)
         rows = count_wake_recv(database_path)
+        spans = sorted(read_wake_recv_us(database_path)) if rows else [0.0]
         all_rows = count_latency_rows(database_path)  # stage rows too, with an exchange
         if "rows_written" in counters and counters["rows_written"] != all_rows:
             raise BenchError(
@@ -155,6 +161,8 @@ def run_rate(
         rows_written=rows,
         seconds=max(float(r["elapsed_s"]) for r in reports),
         rows_seconds=settled_at - first_stamp,
+        wake_recv_p50_us=percentile(spans, 0.5),
+        wake_recv_p99_us=percentile(spans, 0.99),
     )
 
 

@@ -105,4 +105,5 @@ def test_saturation_writes_both_loads_and_accounts_for_every_ack(
         assert int(row["sent"]) > 0 and int(row["sent"]) % PIPELINE_FRAMES == 0
         assert int(row["acked"]) == int(row["sent"])
         assert int(row["rows_written"]) + int(row["drops"]) == int(row["acked"])
+        assert 0 < float(row["wake_recv_p50_us"]) <= float(row["wake_recv_p99_us"])
     assert "saturation (64 frames per write)" in capsys.readouterr().out
