@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
-import executor.telemetry
+import executor.recording.consumer
 from executor.recording.rows import TelemetryRow
 from executor.recording.sqlite_writer import BatchOutcome, write_batch
 from executor.telemetry import BATCH_MAX_ROWS, LatencyRow, Telemetry, serve_telemetry, wake_recv_row
@@ -69,7 +70,7 @@ async def test_saturated_writer_accounts_for_every_row(
 ) -> None:
     """A burst past capacity: counters add up, drops are counted, batches stay within 500 rows."""
     writer = GatedWriter()
-    monkeypatch.setattr(executor.telemetry, "write_batch", writer)
+    monkeypatch.setattr(executor.recording.consumer, "write_batch", writer)
     path = tmp_path / "telemetry.db"
     async with trio.open_nursery() as nursery:
         telemetry: Telemetry = await nursery.start(
@@ -77,7 +78,8 @@ async def test_saturated_writer_accounts_for_every_row(
         )
         telemetry.record(wake_recv_row("first", 1, 2, 3, False))
         assert await trio.to_thread.run_sync(writer.entered.wait, GATE_TIMEOUT_S)
-        # The consumer is inside its first batch: the channel fills, then drops.
+        # The first batch is in the writer and the consumer waits for rows: it takes the burst's
+        # first row as it is recorded, the channel holds the next CAPACITY, the rest is dropped.
         burst = [burst_row(index) for index in range(BURST)]
         for row in burst:
             telemetry.record(row)
@@ -86,12 +88,12 @@ async def test_saturated_writer_accounts_for_every_row(
         telemetry.close()
     final = telemetry.statistics()
 
-    queued = burst[:CAPACITY]
+    queued = burst[: 1 + CAPACITY]
     oversized = [r for r in queued if len(r.correlation_id) > 128]
     unbindable = [r for r in queued if "\ud800" in r.correlation_id]
     good = [r.correlation_id for r in queued if r not in oversized and r not in unbindable]
-    assert (during.queued, during.dropped_ring_full) == (CAPACITY, BURST - CAPACITY)
-    assert final.dropped_ring_full == BURST - CAPACITY
+    assert (during.queued, during.dropped_ring_full) == (CAPACITY, BURST - CAPACITY - 1)
+    assert final.dropped_ring_full == BURST - CAPACITY - 1
     assert final.dropped_oversized_id == len(oversized) > 0
     assert final.dropped_write_failed == len(unbindable) > 0
     assert final.rows_written == 1 + len(good)
@@ -104,6 +106,32 @@ async def test_saturated_writer_accounts_for_every_row(
     )
     assert written_ids(path) == ["first", *good]
     assert max(writer.sizes) <= BATCH_MAX_ROWS
-    assert sum(writer.sizes) == 1 + CAPACITY - len(oversized)
+    assert sum(writer.sizes) == 1 + len(queued) - len(oversized)
     assert writer.sizes[:2] == [1, BATCH_MAX_ROWS]
     assert final.queued == 0
+
+
+async def test_next_batch_is_handed_over_while_one_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the writer busy on one batch, the consumer already takes the next off the channel."""
+    writer = GatedWriter()
+    monkeypatch.setattr(executor.recording.consumer, "write_batch", writer)
+    path = tmp_path / "telemetry.db"
+    async with trio.open_nursery() as nursery:
+        telemetry: Telemetry = await nursery.start(
+            functools.partial(serve_telemetry, path, linger_s=0)
+        )
+        telemetry.record(wake_recv_row("first", 1, 2, 3, False))
+        assert await trio.to_thread.run_sync(writer.entered.wait, GATE_TIMEOUT_S)
+        for index in range(1200):
+            telemetry.record(wake_recv_row(f"next-{index}", 1, 2, 3, True))
+        await trio.testing.wait_all_tasks_blocked()
+        # One batch in the writer, the next handed over behind it, a third gathered and waiting
+        # for a slot; only the rest is still in the channel (all 1200 without the hand-over).
+        assert telemetry.statistics().queued == 1200 - 2 * BATCH_MAX_ROWS
+        writer.gate.set()
+        telemetry.close()
+    assert telemetry.statistics().queued == 0
+    assert writer.sizes == [1, BATCH_MAX_ROWS, BATCH_MAX_ROWS, 200]
+    assert telemetry.statistics().rows_written == 1201
