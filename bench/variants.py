@@ -25,11 +25,8 @@ before anyone changes the executor. Variants:
   of multi-row INSERTs of 128, 64, ... rows whose every value is bound from Python. The work per
   row then happens inside ``sqlite3_step``, without the GIL (issue 17's lead); a batch takes the
   GIL back four times (BEGIN, two INSERTs, COMMIT) instead of about sixteen.
-- ``pipelined-writer``: the telemetry consumer keeps one long-lived worker thread that owns the
-  SQLite connection and takes batches from a queue, at most two in flight (one being written, one
-  waiting); outcomes come back to the Trio thread with ``run_sync_soon``. The landed consumer
-  hands each batch over with ``trio.to_thread.run_sync`` and gathers the next one only once the
-  loop has run it again, so at saturation the writer sat idle while the busy loop got round to it.
+- ``pipelined-writer`` was here until the consumer adopted it (executor/recording/consumer.py,
+  2026-12-01): its A/B is in docs/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -139,69 +136,7 @@ def _patch_json_rows() -> None:
     sqlite_writer._insert_rows = insert_rows
 
 
-def _patch_pipelined_writer() -> None:
-    import functools
-    import queue
-
-    from executor import telemetry
-    from executor.recording import sqlite_writer
-    from executor.recording.rows import TelemetryRow
-    from executor.recording.sqlite_writer import BatchOutcome
-
-    def count(self: Any, outcome: BatchOutcome) -> None:
-        counters = self._counters
-        counters.rows_written += outcome.rows_written
-        counters.dropped_write_failed += len(outcome.failures)
-        counters.order_rows_written += outcome.order_rows_written
-        counters.order_rows_dropped += len(outcome.order_failures)
-        if outcome.committed_as_batch:
-            counters.batches_committed += 1
-        for correlation_id, error in outcome.failures:
-            self._warnings.row_dropped(correlation_id, error)
-        for order_row, error in outcome.order_failures:
-            self._order_failures.order_dropped(order_row, error)
-
-    async def run(self: Any) -> None:
-        jobs: queue.SimpleQueue[list[TelemetryRow] | None] = queue.SimpleQueue()
-        token = trio.lowlevel.current_trio_token()
-        in_flight = trio.Semaphore(2)
-
-        def counted(outcome: BatchOutcome) -> None:
-            count(self, outcome)
-            in_flight.release()
-
-        def writer() -> None:
-            while (rows := jobs.get()) is not None:
-                outcome = sqlite_writer.write_batch(self._connection, rows)
-                token.run_sync_soon(counted, outcome)
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(
-                functools.partial(trio.to_thread.run_sync, writer, limiter=self._limiter)
-            )
-            try:
-                while True:
-                    try:
-                        first = await self._receive.receive()
-                    except trio.EndOfChannel:
-                        return
-                    self._hold(first)
-                    self._gather_queued()
-                    if self._linger_s > 0 and len(self._held) < self._batch_max_rows:
-                        with trio.move_on_after(self._linger_s):
-                            await self._closed.wait()
-                    await in_flight.acquire()
-                    self._gather_queued()
-                    jobs.put(self._held)
-                    self._held = []
-            finally:
-                jobs.put(None)
-
-    telemetry._Consumer.run = run  # type: ignore[method-assign]
-
-
 VARIANTS: Final[dict[str, Callable[[], None]]] = {
-    "pipelined-writer": _patch_pipelined_writer,
     "json-rows": _patch_json_rows,
     "idle-lane": _patch_idle_lane,
     "direct-request": _patch_direct_request,
