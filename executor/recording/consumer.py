@@ -12,10 +12,10 @@ Thread discipline: one ``sqlite3`` connection, opened with ``check_same_thread=F
 one thread at a time, enforced with a ``CapacityLimiter(1)``. While :meth:`TelemetryConsumer.run`
 runs, one long-lived worker thread (``trio.to_thread.run_sync`` of a loop, holding the limiter)
 owns it and takes batches from a queue, at most ``BATCHES_IN_FLIGHT`` at a time; each outcome comes
-back to the Trio thread with ``run_sync_soon`` and is counted there. So the writer never waits for
-the event loop to get round to handing it the next batch: at saturation, with a busy loop, a
-``to_thread`` call per batch left the writer idle between batches for a third of the time and the
-channel overflowed (docs/RESULTS.md, 2026-12-01). The drain and the close after ``run`` use
+back to the Trio thread with ``run_sync_soon`` and is counted there. So the next batch is ready
+the moment the writer finishes one, without a ``to_thread`` round trip through a busy loop per
+batch. At saturation the writer is still asleep about half the time, mostly waiting for the GIL;
+its drops and what this bought are in docs/RESULTS.md (2026-12-01). The drain and the close use
 ``trio.to_thread.run_sync`` per call under the same limiter. Moving a connection between threads
 is safe with SQLite built thread-safe (CPython's build is), provided no two threads use it at once.
 
