@@ -14,7 +14,6 @@ import trio
 import trio.testing
 
 from executor.wire.client import connect
-from executor.wire.connection import MAX_BATCH_FRAMES
 from executor.wire.protocol import encode_frame
 from tests.support.inprocess import RunningServer, make_wake, start_server
 from tests.support.probes import (
