@@ -1,4 +1,4 @@
-"""Experiments, not product: ``executor serve`` with one fire-path change patched in, for A/B runs.
+"""Experiments, not product: ``executor serve`` with one change patched in, for A/B runs.
 
 ``python -m bench.variants VARIANT[+VARIANT...] serve ARGS...`` applies the named patches, then runs
 the real ``executor.cli.main``. Run beside the unpatched executor through ``cmd:``, e.g.::

@@ -324,6 +324,6 @@ def test_tiny_fire_run_reads_the_trio_executors_own_stage_rows(work_dir: Path) -
 
 def test_variants_refuse_an_unknown_name() -> None:
     """bench.variants names its variants and refuses anything else before starting an executor."""
-    assert set(VARIANTS) == {"idle-lane", "direct-request"}
+    assert set(VARIANTS) == {"idle-lane", "direct-request", "json-rows"}
     assert variants_main(["idle-lane+nonsense", "serve"]) == 2
     assert variants_main([]) == 2
