@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
+from bench.placement import trio_reference
 from bench.processes import ExecutorSpec
 from bench.report import percentiles_of
 from bench.runner import BURST_CLIENTS, Series
@@ -165,8 +166,9 @@ def throughput_lines(results: Sequence[tuple[int, ThroughputResult]]) -> list[st
         rates = [r.accepted_per_s for r in items]
         drops = sum(r.drops for r in items)
         ratio = ""
-        if "trio" in medians and medians["trio"] and name != "trio":
-            ratio = f"  {name} / trio {medians[name] / medians['trio']:.3f}x"
+        trio = trio_reference(name)
+        if medians.get(trio) and name != trio:
+            ratio = f"  {name} / {trio} {medians[name] / medians[trio]:.3f}x"
         lines.append(
             f"{name:>10}: {medians[name]:9.0f} [{min(rates):.0f}/{max(rates):.0f}] frames/s"
             f"  drops={drops} runs={len(items)}{ratio}"

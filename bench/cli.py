@@ -18,6 +18,7 @@ from bench.burst import (
 )
 from bench.fire import FIRE_STAGES, FireRunFacts, fire_lines, run_fire_all
 from bench.fireclient import FirePlan
+from bench.placement import default_placements, placed_all
 from bench.processes import BenchError, executor_spec
 from bench.report import (
     RATIO_HEADER,
@@ -29,6 +30,7 @@ from bench.report import (
     write_summary,
 )
 from bench.runner import BURST_CLIENTS, CLIENT_SPANS, Series, run_all
+from bench.saturation import run_saturation, saturation_lines, write_saturation
 from bench.throughput import sweep
 
 DEFAULT_HISTORY: Final = Path("bench/history.csv")
@@ -68,7 +70,14 @@ with one real wake in the middle. Spans order_build, sign, dispatch_send,
 dispatch_ack, detect_fire (client recv_ns -> executor's sent stamp), read from
 the executor's own rows; the client column carries the kind (fire:shadow,
 fire:real, burst:shadow, burst:real). Also writes fire-cdf.png; fire rows are
-not appended to --history. See docs/BENCHMARK.md, addendum 2026-11-30."""
+not appended to --history. See docs/BENCHMARK.md, addendum 2026-11-30.
+
+--placement unpinned,pinned (default both): each executor is run as is and pinned
+(its process on CPU 1, every client process on CPU 0, set before exec like
+taskset), interleaved in every run; a pinned executor's name ends in @pinned.
+--saturation: clients pipelining 64-frame writes for --seconds, one connection flat
+out and four connections at 40,000 frames/s in all; acked/s, rows/s, drops
+(saturation.csv). See docs/BENCHMARK.md, addendum 2026-12-01."""
 
 
 def _names(text: str) -> list[str]:
@@ -137,6 +146,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the burst scenario: burst clients, burst.csv, one-connection flat-out throughput",
     )
+    parser.add_argument(
+        "--placement",
+        type=_names,
+        default=default_placements(),
+        help="comma list of unpinned and pinned (executor on CPU 1, clients on CPU 0);"
+        " every executor runs under each (default unpinned,pinned; unpinned alone on a"
+        " machine without CPUs 0 and 1)",
+    )
+    parser.add_argument(
+        "--saturation",
+        action="store_true",
+        help="only the saturation scenario: 64-frame pipelined writes, one connection flat out"
+        " and four at 40,000 frames/s in all; acked/s, rows/s, drops (saturation.csv)",
+    )
     parser.add_argument("--connections", type=int, default=4, help="throughput: K (4)")
     parser.add_argument(
         "--seconds", type=float, default=3.0, help="throughput: sending window per rate (3)"
@@ -177,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        executors = [executor_spec(name) for name in args.executors]
+        executors = placed_all([executor_spec(name) for name in args.executors], args.placement)
     except BenchError as error:
         parser.error(str(error))
     if args.clients is None:
@@ -199,6 +222,17 @@ def main(argv: list[str] | None = None) -> int:
             lines = sweep(executors, args.connections, args.seconds, args.rates, _progress)
             _progress("")
             print("\n".join(lines))
+            return 0
+        if args.saturation:
+            saturated = run_saturation(executors, args.runs, args.seconds, _progress)
+            _progress("")
+            out = args.out or DEFAULT_RESULTS / stamp.strftime("%Y%m%dT%H%M%SZ")
+            out.mkdir(parents=True, exist_ok=True)
+            write_saturation(out / "saturation.csv", saturated)
+            command = ["python -m bench", *(argv if argv is not None else sys.argv[1:])]
+            (out / "machine.txt").write_text(machine_facts(load_start, command), encoding="utf-8")
+            print("\n".join(saturation_lines(saturated)))
+            print(f"results: {out}")
             return 0
         series: list[Series] = []
         if not args.fire_only:

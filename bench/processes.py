@@ -12,7 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 READY_TIMEOUT_S: Final = 20.0
@@ -43,6 +43,10 @@ class ExecutorSpec:
 
     name: str
     argv: tuple[str, ...]
+    cpus: frozenset[int] = frozenset()
+    """The CPUs the executor process is started on (empty: wherever the scheduler puts it)."""
+    client_cpus: frozenset[int] = frozenset()
+    """The CPUs its clients are started on (empty: anywhere)."""
 
     def command(self, socket_path: str, database_path: str) -> list[str]:
         """The full command line for one run."""
@@ -159,6 +163,7 @@ class RunningExecutor:
                 stdout=subprocess.DEVNULL,
                 stderr=stderr_file,
                 env=None if env is None else dict(env),
+                preexec_fn=pin_child(spec.cpus),
             )
 
     def __enter__(self) -> RunningExecutor:
@@ -185,6 +190,14 @@ class RunningExecutor:
             with open(self._stderr_path, encoding="utf-8", errors="replace") as stderr_file:
                 self.stderr_text = stderr_file.read()
         return self._process.returncode
+
+
+def pin_child(cpus: frozenset[int]) -> Callable[[], None] | None:
+    """A ``preexec_fn`` pinning the child to ``cpus`` before it execs, like ``taskset -c``
+    (None when ``cpus`` is empty: no pinning)."""
+    if not cpus:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
 
 
 def parse_counters(stderr_text: str) -> dict[str, int]:

@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
+from bench.placement import trio_reference
 from bench.runner import Series
 from bench.stats import percentile
 
@@ -202,13 +203,14 @@ def ratio_lines(medians: dict[tuple[str, str, str], float]) -> list[str]:
     lines = [RATIO_HEADER]
     found = False
     for (executor, client, span), value in medians.items():
-        if executor == "trio" or span not in ("wake_recv", "roundtrip"):
+        trio = trio_reference(executor)
+        if executor == trio or span not in ("wake_recv", "roundtrip"):
             continue
-        reference = medians.get(("trio", client, span))
+        reference = medians.get((trio, client, span))
         if reference:
             found = True
             lines.append(
-                f"  {executor} / trio  {span:<10} (client {client}): {value / reference:.3f}x"
+                f"  {executor} / {trio}  {span:<10} (client {client}): {value / reference:.3f}x"
             )
     if not found:
         lines.append("  (no ratio: the trio executor was not in this invocation)")

@@ -19,6 +19,7 @@ from bench.processes import (
     BenchError,
     ExecutorSpec,
     RunningExecutor,
+    pin_child,
     read_wake_recv_us,
     wait_for_rows,
 )
@@ -58,7 +59,7 @@ class Series:
 
 
 def run_client(
-    kind: str, socket_path: str, frames: int, out_path: str
+    kind: str, socket_path: str, frames: int, out_path: str, cpus: frozenset[int] = frozenset()
 ) -> tuple[list[float], dict[str, float]]:
     """Run one latency client process to completion; its durations (µs) and figures.
 
@@ -69,7 +70,13 @@ def run_client(
     """
     command = [sys.executable, "-m", "bench.client", kind, "--socket", socket_path]
     command += ["--frames", str(frames), "--out", out_path]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=CLIENT_TIMEOUT_S)
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=CLIENT_TIMEOUT_S,
+        preexec_fn=pin_child(cpus),
+    )
     if done.returncode != 0:
         raise BenchError(f"client {kind} exited {done.returncode}: {done.stderr.strip()[-400:]}")
     with open(out_path, encoding="ascii") as lines:
@@ -100,7 +107,7 @@ def run_configuration(
         database_path = os.path.join(directory, "telemetry.db")
         with RunningExecutor(spec, socket_path, database_path) as executor:
             outside, figures = run_client(
-                client, socket_path, frames, os.path.join(directory, "c.txt")
+                client, socket_path, frames, os.path.join(directory, "c.txt"), spec.client_cpus
             )
             wait_for_rows(database_path, frames, timeout=COMPLETION_TIMEOUT_S)
             status = executor.stop()

@@ -27,7 +27,10 @@ from bench.processes import (
     count_latency_rows,
     count_wake_recv,
     parse_counters,
+    pin_child,
+    read_wake_recv_us,
 )
+from bench.stats import percentile
 
 SETTLE_S: Final = 1.0
 """A row count unchanged this long (s) after the clients exit is taken as final."""
@@ -45,6 +48,9 @@ class ThroughputResult:
     rows_written: int
     seconds: float
     rows_seconds: float
+    wake_recv_p50_us: float = 0.0
+    """The executor's own ``wake_recv`` p50 over every row written (pipelined: batched frames)."""
+    wake_recv_p99_us: float = 0.0
 
     @property
     def accepted_per_s(self) -> float:
@@ -95,8 +101,12 @@ def _first_stamp_s(database_path: str) -> float:
     return float(first_ms or 0) / 1000.0
 
 
-def run_rate(spec: ExecutorSpec, connections: int, seconds: float, rate: float) -> ThroughputResult:
+def run_rate(
+    spec: ExecutorSpec, connections: int, seconds: float, rate: float, batch: int = 1
+) -> ThroughputResult:
     """One executor process, ``connections`` flood clients sharing ``rate`` (0 = flat out).
+
+    Each client writes ``batch`` frames per ``sendall`` (1: one frame per write).
 
     Raises:
         BenchError: a client failed or the executor exited badly.
@@ -109,8 +119,14 @@ def run_rate(spec: ExecutorSpec, connections: int, seconds: float, rate: float) 
             per_connection = rate / connections if rate > 0 else 0.0
             command = [sys.executable, "-m", "bench.client", "flood", "--socket", socket_path]
             command += ["--seconds", str(seconds), "--rate", str(per_connection)]
+            command += ["--batch", str(batch)]
             clients = [
-                subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+                subprocess.Popen(
+                    command,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                    preexec_fn=pin_child(spec.client_cpus),
+                )
                 for _ in range(connections)
             ]
             reports = []
@@ -128,6 +144,7 @@ def run_rate(spec: ExecutorSpec, connections: int, seconds: float, rate: float) 
             raise BenchError(f"executor {spec.name} exited {status}: {executor.stderr_text[-400:]}")
         counters = parse_counters(executor.stderr_text)
         rows = count_wake_recv(database_path)
+        spans = sorted(read_wake_recv_us(database_path)) if rows else [0.0]
         all_rows = count_latency_rows(database_path)  # stage rows too, with an exchange
         if "rows_written" in counters and counters["rows_written"] != all_rows:
             raise BenchError(
@@ -144,6 +161,8 @@ def run_rate(spec: ExecutorSpec, connections: int, seconds: float, rate: float) 
         rows_written=rows,
         seconds=max(float(r["elapsed_s"]) for r in reports),
         rows_seconds=settled_at - first_stamp,
+        wake_recv_p50_us=percentile(spans, 0.5),
+        wake_recv_p99_us=percentile(spans, 0.99),
     )
 
 

@@ -1,4 +1,4 @@
-"""Experiments, not product: ``executor serve`` with one fire-path change patched in, for A/B runs.
+"""Experiments, not product: ``executor serve`` with one change patched in, for A/B runs.
 
 ``python -m bench.variants VARIANT[+VARIANT...] serve ARGS...`` applies the named patches, then runs
 the real ``executor.cli.main``. Run beside the unpatched executor through ``cmd:``, e.g.::
@@ -21,6 +21,13 @@ before anyone changes the executor. Variants:
   (the former ``direct-request`` variant, which that transport had adopted), signed inline. It
   writes no ``wire`` stamp (httpx does not say when its last byte left), so it has no
   ``detect_wire`` rows; its ``detect_fire`` and ``dispatch_ack`` compare with the product's.
+- ``json-rows``: the telemetry writer inserts a batch's run of latency rows with two statements
+  that read one JSON array (``json_each``, the array built by orjson in the worker thread), instead
+  of multi-row INSERTs of 128, 64, ... rows whose every value is bound from Python. The work per
+  row then happens inside ``sqlite3_step``, without the GIL (issue 17's lead); a batch takes the
+  GIL back four times (BEGIN, two INSERTs, COMMIT) instead of about sixteen.
+- ``pipelined-writer`` was here until the consumer adopted it (executor/recording/consumer.py,
+  2026-12-01): its A/B is in docs/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -106,7 +113,36 @@ def _patch_httpx_orders() -> None:
     exchange.ExchangeClient._order_attempt = order_attempt  # type: ignore[method-assign]
 
 
+_JSON_CORRELATIONS: Final = (
+    "INSERT OR IGNORE INTO correlations (correlation_id, created_at_ms)"
+    " SELECT value ->> 0, ? FROM json_each(?) ORDER BY key"
+)
+_JSON_EVENTS: Final = (
+    "INSERT INTO latency_events"
+    " (correlation_id, stage, started_at_ms, ended_at_ms, duration_ms, metadata_json)"
+    " SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5"
+    " FROM json_each(?) ORDER BY key"
+)
+
+
+def _patch_json_rows() -> None:
+    import sqlite3
+
+    import orjson
+
+    from executor.recording import sqlite_writer
+    from executor.recording.rows import LatencyRow
+
+    def insert_rows(connection: sqlite3.Connection, rows: list[LatencyRow], now_ms: int) -> None:
+        text = orjson.dumps(rows, default=tuple).decode()  # TEXT: a BLOB is JSONB to SQLite 3.45+
+        connection.execute(_JSON_CORRELATIONS, (now_ms, text))
+        connection.execute(_JSON_EVENTS, (text,))
+
+    sqlite_writer._insert_rows = insert_rows
+
+
 VARIANTS: Final[dict[str, Callable[[], None]]] = {
+    "json-rows": _patch_json_rows,
     "idle-lane": _patch_idle_lane,
     "httpx-orders": _patch_httpx_orders,
 }

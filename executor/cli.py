@@ -24,6 +24,13 @@ from executor.config import (
 from executor.decide.killswitch import DEFAULT_TTL_S, KillSwitch, killswitch_main
 from executor.fire.path import DEFAULT_CONTRACT_COUNT, FirePath
 from executor.notify import ServiceNotifier
+from executor.placement import (
+    Placement,
+    PlacementError,
+    allowed_cpus,
+    apply_placement,
+    parse_cpus,
+)
 from executor.recording.metrics import DEFAULT_HOST as METRICS_DEFAULT_HOST
 from executor.recording.metrics import MetricsSetupError, parse_metrics_address
 from executor.recording.schema import default_telemetry_db
@@ -87,6 +94,13 @@ def _metrics_address(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(
             f"expected HOST:PORT or PORT (e.g. 127.0.0.1:9464), got {text!r}: {error}"
         ) from None
+
+
+def _cpus(text: str) -> frozenset[int]:
+    try:
+        return parse_cpus(text)
+    except PlacementError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _socket_path(text: str) -> Path:
@@ -159,6 +173,14 @@ def build_parser() -> argparse.ArgumentParser:
         f"what is queued at once (default {BATCH_LINGER_S})",
     )
     serve.add_argument(
+        "--cpu",
+        type=_cpus,
+        default=None,
+        metavar="N[,M...]",
+        help="pin the event-loop thread to these CPUs and keep the executor's other threads and "
+        "worker processes off them (where any other CPU is allowed); default: no pinning",
+    )
+    serve.add_argument(
         "--log-format",
         choices=("auto", "console", "json"),
         default="auto",
@@ -212,7 +234,18 @@ def _serve(args: argparse.Namespace) -> int:
     except (ConfigError, StartupError) as error:
         print(f"executor: error: {error}", file=sys.stderr)
         return exit_status(error)
+    placement = None
+    if args.cpu is not None:
+        # Before any thread starts (the log writer is next): this thread runs trio.run.
+        placement = Placement.for_loop(args.cpu, allowed_cpus())
+        try:
+            apply_placement(placement)
+        except PlacementError as error:
+            print(f"executor: error: {error}", file=sys.stderr)
+            return EXIT_USAGE
     logs.start_logging(args.log_format, args.log_level, queue_records=args.log_queue_records)
+    if placement is not None:
+        structlog.get_logger().info("cpu placement", **placement.describe())
     _warn_unknown_variables(settings)
     kill_switch = (
         KillSwitch(args.kill_switch, ttl_s=args.kill_switch_ttl) if args.kill_switch else None

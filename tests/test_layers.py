@@ -31,7 +31,14 @@ under it, the root package only its own ``__init__``)."""
 
 LAYERS: Final[Layers] = (
     # the foundation
-    ("executor", "executor.clock", "executor.logs", "executor.notify", "executor.signer"),
+    (
+        "executor",
+        "executor.clock",
+        "executor.logs",
+        "executor.notify",
+        "executor.placement",
+        "executor.signer",
+    ),
     ("executor.recording",),
     ("executor.telemetry",),
     ("executor.wire",),

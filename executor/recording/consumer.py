@@ -8,13 +8,16 @@ channel's close), and commits the batch as one transaction in a worker thread
 :class:`~executor.recording.counters.TelemetryCounters`, and a write failure in a rate-limited log
 line.
 
-Thread discipline: one ``sqlite3`` connection, opened with ``check_same_thread=False`` and used only
-through ``trio.to_thread.run_sync(..., limiter=CapacityLimiter(1))``. Trio's thread cache gives no
-thread affinity, so the connection must be allowed to move between threads; the limiter makes "one
-thread at a time" a rule the code enforces rather than an accident of the consumer awaiting each
-call. One long-lived owning thread would need its own request queue, lifecycle and shutdown
-handshake, duplicating what ``to_thread`` already gives. Moving a connection between threads is
-safe with SQLite built thread-safe (CPython's build is), provided no two threads use it at once.
+Thread discipline: one ``sqlite3`` connection, opened with ``check_same_thread=False`` and used by
+one thread at a time, enforced with a ``CapacityLimiter(1)``. While :meth:`TelemetryConsumer.run`
+runs, one long-lived worker thread (``trio.to_thread.run_sync`` of a loop, holding the limiter)
+owns it and takes batches from a queue, at most ``BATCHES_IN_FLIGHT`` at a time; each outcome comes
+back to the Trio thread with ``run_sync_soon`` and is counted there. So the next batch is ready
+the moment the writer finishes one, without a ``to_thread`` round trip through a busy loop per
+batch. At saturation the writer is still asleep about half the time, mostly waiting for the GIL;
+its drops and what this bought are in docs/RESULTS.md (2026-12-01). The drain and the close use
+``trio.to_thread.run_sync`` per call under the same limiter. Moving a connection between threads
+is safe with SQLite built thread-safe (CPython's build is), provided no two threads use it at once.
 
 A batch whose commit fails is rolled back and retried row by row; a row that still fails is
 dropped, counted (``dropped_write_failed``) and reported by a rate-limited warning; an order row is
@@ -23,6 +26,8 @@ logged at ERROR with the whole row (it is the audit trail).
 
 from __future__ import annotations
 
+import functools
+import queue
 import sqlite3
 import time
 from collections.abc import Callable
@@ -46,6 +51,11 @@ BATCH_LINGER_S: Final = 0.010
 each row the moment it arrives costs the event loop a worker-thread round trip per wake, right
 when the next wake may be arriving; waiting 10 ms caps commits at ~100/s. Measured in
 docs/RESULTS.md (``--telemetry-linger 0`` restores commit-at-once). Rows land <= 10 ms later."""
+
+BATCHES_IN_FLIGHT: Final = 2
+"""Batches handed to the writer thread and not yet counted (batches): one being written, one
+waiting, so the next is ready the moment the writer finishes. More would only hold more rows
+outside the channel's count of queued rows."""
 
 WARNING_INTERVAL_S: Final = 10.0
 """At most one write-failure warning per this many seconds; a broken disk must not flood the log."""
@@ -184,20 +194,48 @@ class TelemetryConsumer:
         """The batch being gathered or written; cleared only once its outcome is counted."""
 
     async def run(self) -> None:
-        """Write batches until the channel is closed and empty."""
-        while True:
+        """Write batches until the channel is closed and empty.
+
+        Cancellation: the batches already handed to the writer thread (at most
+        ``BATCHES_IN_FLIGHT``) are written and counted before this returns; rows gathered but not
+        handed over stay held, for :meth:`drain`.
+        """
+        jobs: queue.SimpleQueue[list[TelemetryRow] | None] = queue.SimpleQueue()
+        in_flight = trio.Semaphore(BATCHES_IN_FLIGHT)
+        token = trio.lowlevel.current_trio_token()
+
+        def counted(outcome: BatchOutcome) -> None:  # on the Trio thread
+            self._count(outcome)
+            in_flight.release()
+
+        def write_batches() -> None:  # the writer thread
+            while (rows := jobs.get()) is not None:
+                token.run_sync_soon(counted, write_batch(self._connection, rows))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                functools.partial(trio.to_thread.run_sync, write_batches, limiter=self._limiter)
+            )
             try:
-                first = await self._receive.receive()
-            except trio.EndOfChannel:
-                return
-            self._hold(first)
-            self._gather_queued()
-            if self._linger_s > 0 and len(self._held) < self._batch_max_rows:
-                # Wait for more rows, but never past close(): shutdown must not wait out a linger.
-                with trio.move_on_after(self._linger_s):
-                    await self._closed.wait()
-                self._gather_queued()
-            await self._write_held()
+                while True:
+                    try:
+                        first = await self._receive.receive()
+                    except trio.EndOfChannel:
+                        return
+                    self._hold(first)
+                    self._gather_queued()
+                    if self._linger_s > 0 and len(self._held) < self._batch_max_rows:
+                        # Wait for more rows, but never past close(): shutdown must not wait out
+                        # a linger.
+                        with trio.move_on_after(self._linger_s):
+                            await self._closed.wait()
+                    await in_flight.acquire()
+                    self._gather_queued()  # what arrived while the writer was busy
+                    # No checkpoint between handing the batch over and forgetting it.
+                    jobs.put(self._held)
+                    self._held = []
+            finally:
+                jobs.put(None)  # the writer thread ends once the batches before it are written
 
     async def drain(self) -> None:
         """Write what is held and what is queued now, without waiting for more.
@@ -290,6 +328,10 @@ class TelemetryConsumer:
         )
         # No checkpoint from here on: the outcome is counted before any cancellation can land.
         self._held = []
+        self._count(outcome)
+
+    def _count(self, outcome: BatchOutcome) -> None:
+        """Turn one batch's outcome into counters and (rate-limited) log lines."""
         counters = self._counters
         counters.rows_written += outcome.rows_written
         counters.dropped_write_failed += len(outcome.failures)
@@ -329,6 +371,7 @@ class TelemetryConsumer:
 
 
 __all__ = [
+    "BATCHES_IN_FLIGHT",
     "BATCH_LINGER_S",
     "BATCH_MAX_ROWS",
     "MAX_CORRELATION_ID_BYTES",

@@ -1,22 +1,25 @@
 """One connection's frames: read, stamp, decode, ack, record, fire (SERVICE.md, per frame).
 
 Frames are handled in **batches**: after a read, every frame already complete in the receive
-buffer (at most ``MAX_BATCH_FRAMES``) is stamped, decoded and its ack encoded, one after the
-other; then all their acks go to the kernel in one non-blocking ``send`` (the task waits for
-writability only if it would block); then each acked frame's ``wake_recv`` row is recorded and its
-fire started; then the loop takes one Trio checkpoint (cancellation, fairness), skipped when the
-batch's reads already waited in the scheduler. A paced peer (one frame at a time) makes batches of
-one, exactly the per-frame loop. A frame cut at the buffer's end ends the batch: the acks before it
-go out before its remaining bytes are awaited. A pipelining connection yields once per batch, so
-it delays the others by at most one batch's work.
+buffer (at most ``MAX_BATCH_FRAMES``) is stamped, decoded, its ack encoded and handed to the kernel
+in its own non-blocking ``send``, one frame after the other, with no scheduler pass in between;
+then each acked frame's ``wake_recv`` row is recorded and its fire started; then the loop takes one
+Trio checkpoint (cancellation, fairness), skipped when the batch's reads already waited in the
+scheduler. A paced peer (one frame at a time) makes batches of one, exactly the per-frame loop. A
+frame cut at the buffer's end ends the batch: the acks before it are already out. An ack the
+kernel does not take whole ends the batch too: the task waits for writability to send its rest,
+and the frames behind it stay buffered for the next batch. A pipelining connection yields once per
+batch, so it delays the others by at most one batch's work.
 
 The timed span (``wake_recv``) of a frame starts when its handling starts (its bytes are in the
-buffer: after the body read) and ends when the last byte of the batch's acks was handed to the
-kernel. So it contains the frame's decode and ack encoding, **the decode and ack encoding of the
-frames after it in the same batch**, and the one ``send``; in a batch of one, exactly the
-per-frame span. Its ack is on the wire no later than that moment, and no fire work of any frame
-of the batch has started.
+buffer: after the body read) and ends when the last byte of **its own** ack was handed to the
+kernel. It contains the frame's strict decode (``decode_wake``: every check of the protocol), its
+ack encoding and its ``send``, in a batch as in a batch of one; the later frames of its batch are
+decoded after its span closed, and the frozen ``WakeMessage`` the fire takes is built from the
+decoded wake after the batch's acks are out (``wake_message_of``, ~1 µs). No fire work of any frame
+of the batch has started before the batch's last ack is out.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -33,23 +36,25 @@ from executor.telemetry import Telemetry, wake_recv_row
 from executor.wire.protocol import (
     MAX_FRAME_BYTES,
     PREFIX_BYTES,
+    DecodedWake,
     DecodeError,
     FrameTooLargeError,
     WakeMessage,
-    decode_wake_message,
+    decode_wake,
     encode_accepted_ack,
     encode_rejected_ack,
     parse_frame_length,
+    wake_message_of,
 )
 
 RECEIVE_BUFFER_BYTES: Final = 2 * (PREFIX_BYTES + MAX_FRAME_BYTES)
 """One connection's read buffer: room for a whole maximal frame wherever the last one ended."""
 
 MAX_BATCH_FRAMES: Final = 32
-"""Most buffered frames handled between two checkpoints (frames). One scheduler pass, one ack
-``send`` and one batch of rows per this many pipelined frames instead of per frame; at ~10 µs of
-work a frame, another connection waits at most a few hundred µs for its turn. A guess, measured
-in docs/RESULTS.md (2026-11-30)."""
+"""Most buffered frames handled between two checkpoints (frames). One scheduler pass and one batch
+of rows and fires per this many pipelined frames instead of per frame; at ~10 µs of work a frame,
+another connection waits at most a few hundred µs for its turn. A guess, measured in
+docs/RESULTS.md (2026-11-30)."""
 
 _PEER_GONE: Final = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
@@ -143,10 +148,9 @@ async def serve_frames(
     """Handle frames until EOF or shutdown; return why the loop ended.
 
     Frames already complete in the receive buffer are handled as one batch of at most
-    ``MAX_BATCH_FRAMES``: each is stamped, decoded and its ack encoded in turn, then every ack of
-    the batch goes out in one ``send``, then the rows are recorded and the fires started, then the
-    loop takes its one checkpoint. A frame cut at the buffer's end closes the batch: its bytes are
-    awaited only once the acks before it are out.
+    ``MAX_BATCH_FRAMES``: each is stamped, decoded, its ack encoded and sent in turn, then the rows
+    are recorded and the fires started, then the loop takes its one checkpoint. A frame cut at the
+    buffer's end, or an ack the kernel did not take whole, closes the batch.
 
     Args:
         connection: the peer.
@@ -161,8 +165,10 @@ async def serve_frames(
 
     Cancellation: between frames the wait for the next frame is ended at shutdown by
     ``Connection.stop_reading`` rather than by cancellation (a per-frame CancelScope cost ~7 us
-    on the wake-up path); a cancelled ack write counts the frames whose acks were not fully
-    handed to the kernel as ``unacked`` (those fully handed over get their row and fire).
+    on the wake-up path). The only wait inside a batch is for writability, for the one ack the
+    kernel did not take whole: cancelled there, that frame is counted ``unacked``; the frames
+    before it were handed over and get their row and fire; the frames after it were never
+    decoded and are dropped with the connection, uncounted like any half-read frame.
     """
     batch = _Batch()
     while True:
@@ -180,10 +186,11 @@ async def serve_frames(
             return "oversized frame"
         if not await connection.receive_at_least(PREFIX_BYTES + length):
             return "eof mid-frame"
-        oversized = _take_buffered_frames(connection, length, batch, counters, stats)
+        oversized = False
         try:
-            if not _send_acks_now(connection, batch):
-                await _send_acks_rest(connection, batch)
+            oversized = _take_buffered_frames(connection, length, batch, counters, stats)
+            if batch.short_ack:
+                await _send_short_ack_rest(connection, batch)
         finally:
             _finish_batch(batch, counters, telemetry, start_fire)
         if oversized:
@@ -195,21 +202,20 @@ async def serve_frames(
 class _Batch:
     """The frames of one batch between their decode and their fire; reused, never reallocated."""
 
-    __slots__ = ("acks", "done_ns", "messages", "pending", "rejected", "sent_bytes")
+    __slots__ = ("acked", "rejected", "short_ack", "short_frame", "short_sent")
 
     def __init__(self) -> None:
-        self.acks: list[bytes] = []
-        """Every ack of the batch (accepted and rejected), in frame order."""
-        self.messages: list[tuple[WakeMessage, int, int, int]] = []
-        """Per accepted frame: (message, stamp_ns, received_at_ms, where its ack ends in the
-        joined acks)."""
+        self.acked: list[tuple[DecodedWake, int, int, int]] = []
+        """Per accepted frame whose ack is out: (decoded wake, stamp_ns, received_at_ms, done_ns),
+        ``done_ns`` being ``perf_counter_ns()`` once its ack's last byte was handed over."""
         self.rejected: list[DecodeError] = []
-        self.pending = b""
-        """The batch's acks joined, as handed to ``send``."""
-        self.sent_bytes = 0
-        """How much of ``pending`` the kernel took (all of it, unless the send failed)."""
-        self.done_ns = 0
-        """``perf_counter_ns()`` once the last ack byte was handed to the kernel (or it failed)."""
+        self.short_ack = b""
+        """The ack the kernel did not take whole (empty when every ack went out)."""
+        self.short_sent = 0
+        """How much of ``short_ack`` the kernel took."""
+        self.short_frame: tuple[DecodedWake, int, int] | None = None
+        """The accepted frame ``short_ack`` belongs to (None for a rejected one):
+        (message, stamp_ns, received_at_ms)."""
 
 
 def _declared_length(connection: Connection, counters: FrameCounters) -> int | None:
@@ -230,16 +236,21 @@ def _take_buffered_frames(
     counters: FrameCounters,
     stats: dict[str, int],
 ) -> bool:
-    """Stamp, decode and encode the ack of every complete buffered frame, up to the batch size.
+    """Stamp, decode, encode and send the ack of each complete buffered frame, up to the batch size.
 
-    The first frame (body ``length`` bytes) is known to be complete. Returns True when an
-    oversized prefix ended the batch (the connection must close once the batch is acked).
+    The first frame (body ``length`` bytes) is known to be complete. Each ack goes to the kernel in
+    its own non-blocking ``send`` before the next frame is stamped; one the kernel does not take
+    whole is left in ``batch.short_ack`` and ends the batch. Returns True when an oversized prefix
+    ended the batch (the connection must close once the batch is acked).
+
+    Raises:
+        PeerGone: the peer vanished; the frame being acked is left in ``batch.short_frame``.
     """
     perf_ns = time.perf_counter_ns
     wall_ns = time.time_ns
+    send = connection.sock.send
     view = connection.view
-    acks = batch.acks
-    ack_bytes = 0
+    acked = batch.acked
     for _ in range(MAX_BATCH_FRAMES):
         # ---- timed span opens: stamp (the body's bytes are in the buffer) ----
         stamp_ns = perf_ns()
@@ -248,9 +259,11 @@ def _take_buffered_frames(
         connection.start = body_start + length
         counters.frames += 1
         stats["frames"] += 1
+        message: DecodedWake | None
         try:
-            message = decode_wake_message(view[body_start : connection.start])
+            message = decode_wake(view[body_start : connection.start])
         except DecodeError as error:
+            message = None
             counters.rejected += 1
             stats["rejected"] += 1
             ack = encode_rejected_ack(str(error), received_at_ms)
@@ -259,9 +272,19 @@ def _take_buffered_frames(
             counters.accepted += 1
             stats["accepted"] += 1
             ack = encode_accepted_ack(message.correlation_id, received_at_ms)
-            batch.messages.append((message, stamp_ns, received_at_ms, ack_bytes + len(ack)))
-        acks.append(ack)
-        ack_bytes += len(ack)
+        try:
+            sent = send(ack)
+        except BlockingIOError:
+            sent = 0
+        except _PEER_GONE as error:
+            _hold_short(batch, ack, 0, message, stamp_ns, received_at_ms)
+            raise PeerGone(str(error)) from None
+        if sent < len(ack):
+            _hold_short(batch, ack, sent, message, stamp_ns, received_at_ms)
+            return False
+        if message is not None:
+            # ---- timed span closes: this frame's ack is in the kernel ----
+            acked.append((message, stamp_ns, received_at_ms, perf_ns()))
         # The next frame joins the batch only if all of it is already here.
         available = connection.end - connection.start
         if available < PREFIX_BYTES:
@@ -278,42 +301,38 @@ def _take_buffered_frames(
     return False
 
 
-def _send_acks_now(connection: Connection, batch: _Batch) -> bool:
-    """One non-blocking ``send`` of every ack of the batch; True when the kernel took them all.
-
-    The common case, with no coroutine and no scheduler. Records in ``batch`` how many bytes went
-    out and, once they all have, when.
-
-    Raises:
-        PeerGone: the peer vanished.
-    """
-    acks = batch.acks
-    data = acks[0] if len(acks) == 1 else b"".join(acks)
-    acks.clear()
-    batch.pending = data
-    batch.sent_bytes = 0
-    batch.done_ns = 0
-    batch.sent_bytes = connection.send_now(data)
-    if batch.sent_bytes < len(data):
-        return False
-    # ---- timed span closes for every frame of the batch ----
-    batch.done_ns = time.perf_counter_ns()
-    return True
+def _hold_short(
+    batch: _Batch,
+    ack: bytes,
+    sent: int,
+    message: DecodedWake | None,
+    stamp_ns: int,
+    received_at_ms: int,
+) -> None:
+    """Keep the ack the kernel did not take whole, and its frame, for the rest of the send."""
+    batch.short_ack = ack
+    batch.short_sent = sent
+    batch.short_frame = None if message is None else (message, stamp_ns, received_at_ms)
 
 
-async def _send_acks_rest(connection: Connection, batch: _Batch) -> None:
-    """Wait for writability and send what the kernel did not take; the span closes after it.
+async def _send_short_ack_rest(connection: Connection, batch: _Batch) -> None:
+    """Wait for writability and send the rest of the short ack; its frame's span closes after it.
 
     Raises:
         PeerGone: the peer vanished.
     """
-    view = memoryview(batch.pending)
+    view = memoryview(batch.short_ack)
     connection.waited = True
-    while batch.sent_bytes < len(view):
+    while batch.short_sent < len(view):
         await trio.lowlevel.wait_writable(connection.sock)
-        batch.sent_bytes += connection.send_now(view[batch.sent_bytes :])
-    # ---- timed span closes for every frame of the batch ----
-    batch.done_ns = time.perf_counter_ns()
+        batch.short_sent += connection.send_now(view[batch.short_sent :])
+    # ---- timed span closes for the short frame ----
+    done_ns = time.perf_counter_ns()
+    if batch.short_frame is not None:
+        message, stamp_ns, received_at_ms = batch.short_frame
+        batch.acked.append((message, stamp_ns, received_at_ms, done_ns))
+    batch.short_frame = None
+    batch.short_ack = b""
 
 
 def _finish_batch(
@@ -322,31 +341,29 @@ def _finish_batch(
     telemetry: Telemetry,
     start_fire: Callable[[WakeMessage], None],
 ) -> None:
-    """After the send: a row and a fire per acked frame, ``unacked`` for the rest, then warnings.
+    """After the sends: a row and a fire per acked frame, ``unacked`` for the short one, warnings.
 
     After a failed send (peer gone, cancelled), the frames whose acks went out whole still get
-    their row and fire; their span ends when the failure was seen.
+    their row and fire; the accepted frame whose ack did not is counted ``unacked``.
     """
-    done_ns = batch.done_ns or time.perf_counter_ns()
-    batch.pending = b""
-    sent_bytes = batch.sent_bytes
+    if batch.short_frame is not None:
+        counters.unacked += 1
+    batch.short_frame = None
+    batch.short_ack = b""
     ended_at_ms = time.time_ns() // 1_000_000
     record = telemetry.record
-    for message, stamp_ns, received_at_ms, ack_end in batch.messages:
-        if ack_end > sent_bytes:
-            counters.unacked += 1
-            continue
+    for decoded, stamp_ns, received_at_ms, done_ns in batch.acked:
         record(
             wake_recv_row(
-                message.correlation_id,
+                decoded.correlation_id,
                 received_at_ms,
                 ended_at_ms,
                 done_ns - stamp_ns,
-                message.dry_run,
+                decoded.dry_run,
             )
         )
-        start_fire(message)
-    batch.messages.clear()
+        start_fire(wake_message_of(decoded))
+    batch.acked.clear()
     for error in batch.rejected:
         _rejected_frame_warnings.warning(field=error.field, reason=str(error))
     batch.rejected.clear()

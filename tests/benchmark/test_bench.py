@@ -21,6 +21,9 @@ from bench.report import HISTORY_HEADER, ratio_lines
 from bench.stats import percentile
 from bench.throughput import run_rate
 
+UNPINNED = ["--placement", "unpinned"]
+"""Placement is its own configuration (tested apart); these tests run each executor once."""
+
 REPO = Path(__file__).resolve().parents[2]
 TINY = ["--iterations", "20", "--warmup", "5", "--runs", "2"]
 
@@ -74,7 +77,7 @@ def test_baseline_run_writes_exact_files_and_recomputable_percentiles(out_dir: P
     """A tiny baseline run writes both CSVs with exact headers and recomputable percentiles."""
     history = out_dir / "history.csv"
     argv = ["--executors", "asyncio", "--clients", "blocking", *TINY, "--no-components"]
-    assert main([*argv, "--out", str(out_dir / "r"), "--history", str(history)]) == 0
+    assert main([*argv, *UNPINNED, "--out", str(out_dir / "r"), "--history", str(history)]) == 0
     summary_path, samples_path = out_dir / "r" / "summary.csv", out_dir / "r" / "samples.csv"
     assert _header(summary_path) == "run,executor,client,span,n,warmup,p50_us,p90_us,p99_us"
     assert _header(samples_path) == "run,executor,client,span,index,duration_us"
@@ -104,9 +107,9 @@ def test_history_is_appended_never_rewritten(out_dir: Path) -> None:
     history = out_dir / "history.csv"
     argv = ["--executors", "uvloop", "--clients", "asyncio", "--iterations", "10", "--warmup", "2"]
     argv += ["--runs", "1", "--no-components", "--history", str(history)]
-    assert main([*argv, "--out", str(out_dir / "a")]) == 0
+    assert main([*argv, *UNPINNED, "--out", str(out_dir / "a")]) == 0
     first = history.read_text(encoding="utf-8")
-    assert main([*argv, "--out", str(out_dir / "b")]) == 0
+    assert main([*argv, *UNPINNED, "--out", str(out_dir / "b")]) == 0
     second = history.read_text(encoding="utf-8")
     assert second.startswith(first)
     lines = second.splitlines()
@@ -128,7 +131,7 @@ def test_no_history_leaves_the_history_file_alone(out_dir: Path) -> None:
     history = out_dir / "history.csv"
     argv = ["--executors", "asyncio", "--clients", "blocking", "--iterations", "5", "--warmup", "1"]
     argv += ["--runs", "1", "--no-components", "--no-history", "--history", str(history)]
-    assert main([*argv, "--out", str(out_dir / "r")]) == 0
+    assert main([*argv, *UNPINNED, "--out", str(out_dir / "r")]) == 0
     assert (out_dir / "r" / "summary.csv").exists()
     assert not history.exists()
 
@@ -139,7 +142,7 @@ def test_trio_executor_and_trio_client_run_and_report_ratios(
     """The trio executor (``executor serve``) completes a run and the ratio line is printed."""
     argv = ["--executors", "trio,asyncio", "--clients", "blocking,trio", "--iterations", "10"]
     argv += ["--warmup", "2", "--runs", "1", "--no-components", "--no-history"]
-    assert main([*argv, "--out", str(out_dir / "r")]) == 0
+    assert main([*argv, *UNPINNED, "--out", str(out_dir / "r")]) == 0
     spans = {(r["executor"], r["client"], r["span"]) for r in _rows(out_dir / "r" / "summary.csv")}
     assert ("trio", "trio", "wake_send") in spans and ("trio", "blocking", "wake_recv") in spans
     assert "asyncio / trio  roundtrip" in capsys.readouterr().out
@@ -153,7 +156,7 @@ def test_lost_row_is_an_error_not_a_result(out_dir: Path, monkeypatch: pytest.Mo
         bench.runner.run_configuration(spec, "blocking", 1, 2, 8)
     argv = ["--executors", spec.name, "--clients", "blocking", "--iterations", "8", "--warmup", "2"]
     argv += ["--runs", "1", "--no-components", "--history", str(out_dir / "h.csv")]
-    assert main([*argv, "--out", str(out_dir / "r")]) == 1
+    assert main([*argv, *UNPINNED, "--out", str(out_dir / "r")]) == 1
     assert not (out_dir / "h.csv").exists()
 
 
@@ -207,7 +210,7 @@ def test_burst_scenario_completes_exactly_and_writes_its_files(
     """--burst drives both burst clients to exact completion and writes burst.csv and throughput."""
     argv = ["--burst", "--executors", "trio,uvloop", "--iterations", "20", "--warmup", "5"]
     argv += ["--runs", "1", "--seconds", "0.3", "--no-components", "--no-history"]
-    assert main([*argv, "--out", str(out_dir / "r")]) == 0
+    assert main([*argv, *UNPINNED, "--out", str(out_dir / "r")]) == 0
     summary = _rows(out_dir / "r" / "summary.csv")
     assert {(r["executor"], r["client"], r["span"]) for r in summary} == {
         (executor, client, span)

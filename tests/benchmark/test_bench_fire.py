@@ -55,6 +55,9 @@ from executor.fake.exchange import FakeCredentials, FakeExchange, serve_fake_exc
 from executor.signer import KalshiSigner
 from executor.wire.protocol import WakeMessage
 
+UNPINNED = ["--placement", "unpinned"]
+"""Placement is its own configuration (tested apart); these tests run each executor once."""
+
 PINNED_ORDER_ID = "0123456789abcdef0123456789abcdef"
 WAIT_S = 60.0
 
@@ -88,7 +91,7 @@ def test_tiny_fire_run_writes_exactly_the_stage_spans_and_counts(work_dir: Path)
     out = work_dir / "r"
     argv = ["--fire-only", "--executors", "asyncio", "--runs", "1", "--fire-warmup", "1"]
     argv += ["--fire-shadow", "3", "--fire-real", "2", "--fire-bursts", "1"]
-    assert main([*argv, "--out", str(out), "--history", str(history)]) == 0
+    assert main([*argv, *UNPINNED, "--out", str(out), "--history", str(history)]) == 0
     summary = _rows(out / "summary.csv")
     assert {row["span"] for row in summary} == set(FIRE_STAGES)
     assert {row["client"] for row in summary} == set(KINDS)
@@ -328,7 +331,7 @@ def test_tiny_fire_run_reads_the_trio_executors_own_stage_rows(work_dir: Path) -
     out = work_dir / "r"
     argv = ["--fire-only", "--executors", "trio", "--runs", "1", "--fire-warmup", "1"]
     argv += ["--fire-shadow", "2", "--fire-real", "2", "--fire-bursts", "0", "--no-history"]
-    assert main([*argv, "--out", str(out)]) == 0
+    assert main([*argv, *UNPINNED, "--out", str(out)]) == 0
     summary = _rows(out / "summary.csv")
     assert {row["span"] for row in summary} == set(FIRE_STAGES)
     n = {(row["client"], row["span"]): int(row["n"]) for row in summary}
@@ -339,7 +342,7 @@ def test_tiny_fire_run_reads_the_trio_executors_own_stage_rows(work_dir: Path) -
 
 def test_variants_refuse_an_unknown_name() -> None:
     """bench.variants names its variants and refuses anything else before starting an executor."""
-    assert set(VARIANTS) == {"idle-lane", "httpx-orders"}
+    assert set(VARIANTS) == {"idle-lane", "httpx-orders", "json-rows"}
     assert variants_main(["idle-lane+nonsense", "serve"]) == 2
     assert variants_main([]) == 2
 

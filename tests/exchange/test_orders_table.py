@@ -384,6 +384,20 @@ def write_lock(path: Path) -> Iterator[None]:
             blocker.execute("ROLLBACK")
 
 
+PIPELINE_ROWS = 4
+"""One-row batches that fill everything between the channel and a stuck writer: one in the writer,
+one handed over behind it, one gathered and waiting for a slot (BATCHES_IN_FLIGHT = 2), and one in
+the channel, whose capacity is 1."""
+
+
+async def fill_the_pipeline(telemetry: Telemetry) -> None:
+    """Record ``PIPELINE_ROWS`` wakes, letting the consumer take each, until the channel is full."""
+    for index in range(PIPELINE_ROWS):
+        telemetry.record(wake_recv_row(f"wake-{index}", 1, 2, 1000, False))
+        await trio.testing.wait_all_tasks_blocked()
+    assert telemetry.statistics().queued == 1
+
+
 async def test_record_order_waits_for_room_and_lands(tmp_path: Path) -> None:
     """A full channel makes record_order wait, not drop; once the writer drains, the row lands."""
     path = tmp_path / "telemetry.db"
@@ -399,11 +413,10 @@ async def test_record_order_waits_for_room_and_lands(tmp_path: Path) -> None:
             done.set()
 
         with write_lock(path):
-            telemetry.record(wake_recv_row("wake-1", 1, 2, 1000, False))  # taken by the consumer
-            telemetry.record(wake_recv_row("wake-2", 1, 2, 1000, False))  # fills the buffer
+            await fill_the_pipeline(telemetry)
             nursery.start_soon(resolve)
             await trio.testing.wait_all_tasks_blocked()
-            # The consumer waits on the lock in its worker; the resolution waits for room.
+            # The writer waits on the lock; the resolution waits for room.
             assert not done.is_set()
             assert telemetry.statistics().queued == 1
         with trio.fail_after(30):
@@ -413,7 +426,7 @@ async def test_record_order_waits_for_room_and_lands(tmp_path: Path) -> None:
 
     assert statistics.order_rows_dropped == 0
     assert statistics.order_rows_written == 1
-    assert statistics.rows_written == 2
+    assert statistics.rows_written == PIPELINE_ROWS
     assert orders(path) == [expected(resolution)]
 
 
@@ -424,8 +437,7 @@ async def test_record_order_gives_up_after_its_timeout_and_counts(tmp_path: Path
     with structlog.testing.capture_logs() as logs:
         async with running_telemetry(path, capacity=1, batch_max_rows=1, linger_s=0) as telemetry:
             with write_lock(path):
-                telemetry.record(wake_recv_row("wake-1", 1, 2, 1000, False))
-                telemetry.record(wake_recv_row("wake-2", 1, 2, 1000, False))
+                await fill_the_pipeline(telemetry)
                 with trio.fail_after(30):
                     await telemetry.record_order(resolution, timeout_s=0.2)
                 during = telemetry.statistics()
@@ -434,7 +446,7 @@ async def test_record_order_gives_up_after_its_timeout_and_counts(tmp_path: Path
 
     assert during.order_rows_dropped == 1
     assert final.order_rows_written == 0
-    assert final.rows_written == 2
+    assert final.rows_written == PIPELINE_ROWS
     assert orders(path) == []
     errors = [entry for entry in logs if entry["log_level"] == "error"]
     assert len(errors) == 1
