@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Final
 
-from executor.recording.sqlite_writer import open_database
+from executor.recording.database import open_database
 from executor.stats.command import build_report, open_read_only, parse_since
 
 DAY_MS: Final = 86_400_000

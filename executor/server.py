@@ -10,7 +10,7 @@ Task tree (every task lives inside ``ExecutorServer.run``'s root nursery)::
         `-- connections nursery     one task per connection, fed by serve_listeners
 
 Each connection's life is ``executor.wire.session``; its frame loop (read, stamp, decode, ack,
-record, fire) is ``executor.wire.connection``.
+record, fire) is ``executor.wire.connection``; the signals task is ``executor.signals``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import signal
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,7 @@ from executor.recording.metrics import (
     MetricsSetupError,
     start_metrics_endpoint,
 )
+from executor.signals import ShutdownSignals
 from executor.telemetry import (
     BATCH_LINGER_S,
     CHANNEL_CAPACITY,
@@ -110,7 +110,9 @@ class ExecutorServer:
         self._connections_nursery: trio.Nursery | None = None
         self._fires_nursery: trio.Nursery | None = None
         self._connections: set[Connection] = set()
-        self._early_signals: list[int] = []
+        self._signals = ShutdownSignals(
+            self.request_shutdown, self.cut_grace_short, self._stopping, config.grace_s
+        )
         self._notifier = config.notifier or ServiceNotifier(None)
         self._published = False
 
@@ -261,7 +263,7 @@ class ExecutorServer:
             # Signals are handled before the socket is reachable: a harness that stops the
             # executor the moment its socket appears must get an orderly exit.
             if self.config.handle_signals:
-                await root.start(self._watch_signals, signals_scope)
+                await root.start(self._signals.watch, signals_scope)
             # The exchange side (warm start, pre-warmed client, first account poll) is ready
             # before the socket is reachable, and closes only after every fire is done.
             async with self._open_fire_path(telemetry) as fire_path:
@@ -279,30 +281,9 @@ class ExecutorServer:
     # ---------------------------------------------------------------- tasks
 
     def note_early_signal(self, signum: int) -> None:
-        """Remember a SIGINT/SIGTERM that arrived before the signal task was listening.
-
-        Safe to call from a plain ``signal.signal`` handler, even before ``trio.run`` has started:
-        it only records the signal; the signal task acts on it as soon as it starts.
-        """
-        self._early_signals.append(signum)
-
-    async def _watch_signals(
-        self, scope: trio.CancelScope, *, task_status: trio.TaskStatus[None]
-    ) -> None:
-        with scope, trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            task_status.started()
-            if self._early_signals:
-                name = signal.Signals(self._early_signals[0]).name
-                log.info("shutdown requested during start-up", signal=name)
-                self.request_shutdown()
-            async for signum in signals:
-                name = signal.Signals(signum).name
-                if not self._stopping.is_set():
-                    log.info("shutdown requested", signal=name, grace_s=self.config.grace_s)
-                    self.request_shutdown()
-                else:
-                    log.warning("second signal: cutting the grace period short", signal=name)
-                    self.cut_grace_short()
+        """Remember a SIGINT/SIGTERM that arrived before the signal task was listening (safe
+        from a plain ``signal.signal`` handler; ``executor.signals``)."""
+        self._signals.note_early(signum)
 
     async def _serve(
         self, listener: trio.SocketListener, task_status: trio.TaskStatus[None]

@@ -32,6 +32,13 @@ import trio
 
 from executor.recording.consumer import BATCH_LINGER_S, BATCH_MAX_ROWS, TelemetryConsumer
 from executor.recording.counters import TelemetryCounters, TelemetryStatistics
+from executor.recording.database import (
+    TelemetryOpenError,
+    database_files,
+    open_database,
+    prove_writable,
+    remove_new_files,
+)
 from executor.recording.rows import (
     HeartbeatRow,
     LatencyRow,
@@ -43,13 +50,6 @@ from executor.recording.rows import (
     wake_recv_row,
 )
 from executor.recording.schema import REFERENCE_USER_VERSION
-from executor.recording.sqlite_writer import (
-    TelemetryOpenError,
-    database_files,
-    open_database,
-    prove_writable,
-    remove_new_files,
-)
 
 CHANNEL_CAPACITY: Final = 8192
 """Rows the channel holds (rows). Several seconds of wakes at any plausible rate, while a commit of

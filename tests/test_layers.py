@@ -37,6 +37,7 @@ LAYERS: Final[Layers] = (
         "executor.logs",
         "executor.notify",
         "executor.placement",
+        "executor.signals",
         "executor.signer",
     ),
     ("executor.recording",),

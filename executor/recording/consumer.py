@@ -39,8 +39,9 @@ import structlog
 import trio
 
 from executor.recording.counters import TelemetryCounters
+from executor.recording.database import close_database
 from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow, TelemetryRow, row_fields
-from executor.recording.sqlite_writer import BatchOutcome, close_database, write_batch
+from executor.recording.sqlite_writer import BatchOutcome, write_batch
 
 BATCH_MAX_ROWS: Final = 500
 """Most rows committed in one transaction (rows). Large enough to amortise the commit's fsync,

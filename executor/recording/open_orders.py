@@ -28,13 +28,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Final
 
+from executor.recording.database import close_database, open_database
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
-from executor.recording.sqlite_writer import (
-    BatchOutcome,
-    close_database,
-    open_database,
-    write_batch,
-)
+from executor.recording.sqlite_writer import BatchOutcome, write_batch
 
 OUTCOME_UNKNOWN_PREFIX: Final = "outcome unknown: "
 """How the dispatcher's ``error`` row begins when the order may have been placed: the marker a

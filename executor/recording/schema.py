@@ -2,7 +2,7 @@
 
 Plain data and one path function, with no SQLite connection and no Trio: ``executor stats``
 imports this module to find the file without loading the service, and the writer thread
-(``executor.recording.sqlite_writer``) runs these statements when it opens the file. The tables
+(``executor.recording.database``) runs these statements when it opens the file. The tables
 and columns are the reference system's (TELEMETRY.md, DISPATCH.md §8), so its benchmark query and
 its poller can share the file.
 """

@@ -1,9 +1,8 @@
 """The SQLite side of telemetry: the functions the worker thread runs.
 
 Everything here is blocking and runs only in the telemetry worker thread (the consumer in
-``executor.recording.consumer`` owns the thread discipline): open and initialise the file with
-the schema of ``executor.recording.schema``, commit a batch (falling back to one row at a time),
-close.
+``executor.recording.consumer`` owns the thread discipline): commit a batch, falling back to one
+row at a time. Opening, proving and closing the file is ``executor.recording.database``.
 
 A batch mixes row types and is written in arrival order in one transaction: runs of latency rows
 go through the multi-row INSERTs (they are nearly every row), order and heartbeat rows (a few per
@@ -12,23 +11,19 @@ fire, one per 10 s) one statement each.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import sqlite3
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final, cast
 
-import structlog
-
 from executor.clock import wall_ms
+from executor.recording.database import (
+    WRITE_ERRORS,
+    rollback_quietly,
+)
 from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow, OrderRowKind, TelemetryRow
-from executor.recording.schema import REFERENCE_USER_VERSION, SCHEMA_STATEMENTS
-
-BUSY_TIMEOUT_MS: Final = 5000
-"""SQLite waits this long (ms) for another writer's lock (the reference poller shares the file)."""
 
 ROW_RETRY_BUDGET_S: Final = 10.0
 """Longest a failed batch's row-by-row retry may run (seconds). A locked database makes every row
@@ -196,120 +191,6 @@ def _write_mixed(
     return order_rows, heartbeat_rows
 
 
-WRITE_ERRORS: Final = (sqlite3.Error, OSError, ValueError, OverflowError)
-"""What a write may raise: SQLite and disk errors, and values sqlite3 cannot bind (a lone
-surrogate, an integer beyond int64). None of them may end the consumer."""
-
-logger = structlog.get_logger()
-
-
-class TelemetryOpenError(Exception):
-    """The telemetry database could not be opened or initialised (message names the path)."""
-
-
-def _path_problem(path: Path) -> str | None:
-    """What is wrong with ``path``'s folders, in words (mkdir's own "File exists" is not)."""
-    for ancestor in path.parents:
-        if ancestor.is_symlink() or ancestor.exists():
-            if not ancestor.is_dir():
-                return f"{ancestor} is not a directory"
-            return None
-    return None
-
-
-def open_database(path: Path) -> tuple[sqlite3.Connection, bool]:
-    """Open and initialise the database; return the connection and whether this call created it.
-
-    "Created" is decided under SQLite's write lock: a file that is empty (it was absent, or zero
-    bytes) while we hold ``BEGIN IMMEDIATE`` is ours, even if another process raced us to open it.
-    WAL is switched on after that first transaction, since setting it writes the file header.
-
-    Raises:
-        TelemetryOpenError: the path cannot be opened or initialised.
-    """
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.is_dir():
-            # sqlite3 reports a directory as a generic "unable to open"; say what it is.
-            raise TelemetryOpenError(f"telemetry database {path} is a directory")
-        connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    except TelemetryOpenError:
-        raise
-    except (sqlite3.Error, OSError) as error:
-        raise TelemetryOpenError(
-            f"cannot open telemetry database {path}: {_path_problem(path) or error}"
-        ) from None
-    try:
-        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        connection.execute("PRAGMA foreign_keys = ON")
-        connection.execute("PRAGMA synchronous = NORMAL")
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            # Under the write lock nobody else can be mid-creation; a committed database (WAL
-            # or not) always has its header page in the main file, so zero bytes means new.
-            created = path.stat().st_size == 0
-            for statement in SCHEMA_STATEMENTS:
-                connection.execute(statement)
-            if created:
-                connection.execute(f"PRAGMA user_version = {REFERENCE_USER_VERSION}")
-            connection.execute("COMMIT")
-        except BaseException:
-            rollback_quietly(connection)
-            raise
-        (journal_mode,) = connection.execute("PRAGMA journal_mode = WAL").fetchone()
-        if str(journal_mode).lower() != "wal":
-            raise TelemetryOpenError(
-                f"telemetry database {path} refused WAL mode (journal_mode={journal_mode})"
-            )
-    except TelemetryOpenError:
-        connection.close()
-        raise
-    except (sqlite3.Error, OSError) as error:
-        connection.close()
-        raise TelemetryOpenError(f"cannot initialise telemetry database {path}: {error}") from error
-    return connection, created
-
-
-def prove_writable(connection: sqlite3.Connection, path: Path) -> None:
-    """Commit one write that changes nothing (``user_version`` rewritten with its own value), so a
-    database that opens but cannot be written (a read-only file, a full disk) is found now.
-
-    Raises:
-        TelemetryOpenError: the write or its commit failed.
-    """
-    try:
-        (version,) = connection.execute("PRAGMA user_version").fetchone()
-        connection.execute("BEGIN IMMEDIATE")
-        connection.execute(f"PRAGMA user_version = {int(version)}")
-        connection.execute("COMMIT")
-    except WRITE_ERRORS as error:
-        rollback_quietly(connection)
-        raise TelemetryOpenError(
-            f"telemetry database {path} is not writable ({error}): "
-            "with an exchange the executor does not trade without its audit trail"
-        ) from None
-
-
-DATABASE_SUFFIXES: Final = ("", "-wal", "-shm", "-journal")
-"""The files SQLite keeps for a database at ``path`` (``path`` + suffix)."""
-
-
-def database_files(path: Path) -> list[Path]:
-    """The database's files that exist now."""
-    return [path.with_name(path.name + suffix) for suffix in DATABASE_SUFFIXES if
-            path.with_name(path.name + suffix).exists()]
-
-
-def remove_new_files(path: Path, existed: list[Path]) -> None:
-    """After a refused start (the connection closed): remove the database files that were not in
-    ``existed`` before it opened (SQLite leaves an empty ``-wal`` and a ``-shm`` beside a file it
-    could not write). Blocking: call it from a worker thread."""
-    for leftover in database_files(path):
-        if leftover not in existed:
-            with contextlib.suppress(OSError):
-                leftover.unlink()
-
-
 @dataclass(frozen=True, slots=True)
 class BatchOutcome:
     """What one batch write achieved; the Trio side turns it into counters and log lines."""
@@ -324,15 +205,6 @@ class BatchOutcome:
     """``(row, error)`` for each order row dropped (refused by a CHECK, or the disk failed)."""
     heartbeat_failures: list[tuple[HeartbeatRow, str]] = dataclasses.field(default_factory=list)
     heartbeat_rows_written: int = 0
-
-
-def rollback_quietly(connection: sqlite3.Connection) -> None:
-    """Roll back whatever transaction is open; a failing rollback must not hide the first error."""
-    try:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-    except WRITE_ERRORS:
-        pass
 
 
 def write_batch(connection: sqlite3.Connection, rows: list[TelemetryRow]) -> BatchOutcome:
@@ -400,9 +272,3 @@ def write_rows_one_by_one(
     )
 
 
-def close_database(connection: sqlite3.Connection, path: Path) -> None:
-    """Close the connection; an error here is logged, since every row is already committed."""
-    try:
-        connection.close()
-    except WRITE_ERRORS as error:
-        logger.warning("telemetry database close failed", path=str(path), error=str(error))

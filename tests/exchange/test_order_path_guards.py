@@ -31,8 +31,9 @@ from executor.exchange.token_bucket import TokenBucket
 from executor.exchange.transport import ExchangeEndpoint, open_exchange
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.fire.path import FireOutcome
+from executor.recording.database import close_database, open_database
 from executor.recording.rows import OrderRow, Stage
-from executor.recording.sqlite_writer import close_database, open_database, write_batch
+from executor.recording.sqlite_writer import write_batch
 from executor.signer import HEADER_TIMESTAMP, KalshiSigner
 from tests.support.inprocess import fake_endpoint, make_wake
 from tests.support.order_fakes import FakePlacer, order_harness

@@ -15,8 +15,8 @@ import structlog.testing
 import trio
 import trio.testing
 
+from executor.recording.database import open_database
 from executor.recording.rows import HeartbeatRow, OrderRow, OrderRowKind, OrderStatus, wake_recv_row
-from executor.recording.sqlite_writer import open_database
 from executor.telemetry import Telemetry, TelemetryStatistics, serve_telemetry
 from tests.support.rows import order_row, running_telemetry
 

@@ -9,6 +9,7 @@ import dataclasses
 import sqlite3
 from pathlib import Path
 
+from executor.recording.database import close_database, open_database
 from executor.recording.open_orders import (
     CANCELLED_AT_SHUTDOWN,
     NO_SUCH_ORDER_PREFIX,
@@ -17,7 +18,7 @@ from executor.recording.open_orders import (
     load_open_orders,
 )
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
-from executor.recording.sqlite_writer import close_database, open_database, write_batch
+from executor.recording.sqlite_writer import write_batch
 from tests.support.rows import order_row
 
 NOW_MS = 1_700_000_000_000

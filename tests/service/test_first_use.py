@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from executor.recording.sqlite_writer import open_database
+from executor.recording.database import open_database
 from executor.server import ExecutorServer, ServerConfig
 from executor.wire import unixsocket
 from executor.wire.unixsocket import MAX_SOCKET_PATH_BYTES, SocketSetupError, remove_stale_socket

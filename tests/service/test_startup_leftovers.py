@@ -20,7 +20,7 @@ import pytest
 import trio
 
 from executor.fake.exchange import ORDER_PATH, FakeCredentials, FakeExchange
-from executor.recording.sqlite_writer import close_database, open_database
+from executor.recording.database import close_database, open_database
 from tests.support.processes import EXIT_TIMEOUT_S, assert_one_line_failure, executor_command
 
 START_TIMEOUT_S = 60.0

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.recording.sqlite_writer import open_database
+from executor.recording.database import open_database
 
 
 @pytest.fixture

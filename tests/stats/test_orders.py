@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from executor.recording.sqlite_writer import open_database
+from executor.recording.database import open_database
 from executor.stats.orders import SCHEMA_ID, orders_main
 
 HOUR_MS = 3_600_000

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from executor.recording.sqlite_writer import open_database
+from executor.recording.database import open_database
 from executor.stats.command import stats_main
 from executor.stats.plot import MINUTE_MS, build_figure, check_plot_path, minutes_spanned
 from executor.stats.queries import Report, StatsError

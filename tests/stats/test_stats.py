@@ -19,12 +19,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from executor.recording.database import open_database
 from executor.recording.open_orders import (
     NO_SUCH_ORDER_PREFIX,
     OUTCOME_UNKNOWN_PREFIX,
     RECONCILED_PREFIX,
 )
-from executor.recording.sqlite_writer import open_database
 from executor.stats import command as stats
 from executor.stats import queries as stats_db
 from executor.stats.command import stats_main

@@ -1,0 +1,70 @@
+"""The operator's signals: SIGINT and SIGTERM turned into the server's orderly shutdown.
+
+The first signal asks for an orderly shutdown (stop accepting, finish in-flight frames, give fires
+the grace period); a second one cuts the grace short. A signal that arrives before the task is
+listening (the executor is still starting) is remembered by :meth:`ShutdownSignals.note_early`
+from a plain ``signal.signal`` handler and acted on as soon as the task starts, so a harness that
+stops the executor the moment its socket appears still gets an orderly exit.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+
+import structlog
+import trio
+
+log = structlog.get_logger()
+
+
+class ShutdownSignals:
+    """Watches SIGINT/SIGTERM for one server.
+
+    Args:
+        request_shutdown: begins the orderly shutdown (idempotent).
+        cut_grace_short: cancels in-flight frames and fires now.
+        stopping: set once a shutdown has begun (by a signal or otherwise).
+        grace_s: the grace period, for the log line.
+    """
+
+    def __init__(
+        self,
+        request_shutdown: Callable[[], None],
+        cut_grace_short: Callable[[], None],
+        stopping: trio.Event,
+        grace_s: float,
+    ) -> None:
+        self._request_shutdown = request_shutdown
+        self._cut_grace_short = cut_grace_short
+        self._stopping = stopping
+        self._grace_s = grace_s
+        self._early: list[int] = []
+
+    def note_early(self, signum: int) -> None:
+        """Remember a signal that arrived before :meth:`watch` was listening.
+
+        Safe to call from a plain ``signal.signal`` handler, even before ``trio.run`` has started:
+        it only records the signal.
+        """
+        self._early.append(signum)
+
+    async def watch(self, scope: trio.CancelScope, *, task_status: trio.TaskStatus[None]) -> None:
+        """Act on every SIGINT/SIGTERM until ``scope`` is cancelled (for ``nursery.start``).
+
+        Cancellation: the signal handlers Trio installed are restored when ``scope`` ends.
+        """
+        with scope, trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            task_status.started()
+            if self._early:
+                name = signal.Signals(self._early[0]).name
+                log.info("shutdown requested during start-up", signal=name)
+                self._request_shutdown()
+            async for signum in signals:
+                name = signal.Signals(signum).name
+                if not self._stopping.is_set():
+                    log.info("shutdown requested", signal=name, grace_s=self._grace_s)
+                    self._request_shutdown()
+                else:
+                    log.warning("second signal: cutting the grace period short", signal=name)
+                    self._cut_grace_short()
