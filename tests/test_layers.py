@@ -36,7 +36,7 @@ LAYERS: Final[Layers] = (
     ("executor.telemetry",),
     ("executor.wire",),
     ("executor.decide",),
-    ("executor.config",),
+    ("executor.config", "executor.settings"),
     ("executor.fake",),
     ("executor.exchange",),
     ("executor.fire",),

@@ -39,7 +39,7 @@ import structlog
 import trio
 
 from executor.clock import clock_domain, wall_ms
-from executor.config import ConfigError, ExchangeSettings, Settings, StartupError
+from executor.config import ConfigError, StartupError
 from executor.decide.killswitch import KillSwitch
 from executor.decide.recent_orders import load_recent_orders
 from executor.decide.risk import RiskGate
@@ -61,6 +61,7 @@ from executor.exchange.transport import ExchangeClient, ExchangeEndpoint, open_e
 from executor.fake.exchange import FakeCredentials, serve_fake_exchange
 from executor.fire.path import FirePath, OrderPath
 from executor.recording.open_orders import load_open_orders, write_corrections
+from executor.settings import ExchangeSettings, Settings
 from executor.signer import KalshiSigner, SignerKeyError
 from executor.telemetry import Telemetry, row_fields
 

@@ -20,7 +20,6 @@ import pytest
 import trio
 
 from executor.clock import clock_domain
-from executor.config import ExchangeSettings, Settings
 from executor.decide.order_request import FireRequest, OrderTemplate
 from executor.decide.risk import RiskLimits
 from executor.decide.sizing import SizingConfig
@@ -33,6 +32,7 @@ from executor.fire.assembly import StartupError, order_path_factory
 from executor.fire.path import FirePath
 from executor.recording.rows import OrderStatus, Stage, latency_row
 from executor.server import ServerStatistics
+from executor.settings import ExchangeSettings, Settings
 from executor.signer import KalshiSigner
 from executor.telemetry import serve_telemetry
 from executor.wire.client import connect
