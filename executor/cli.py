@@ -200,7 +200,8 @@ def _serve(args: argparse.Namespace) -> int:
         signer = None
         if settings.exchange.mode != "none":
             # Only an executor with an exchange pays for importing the order path (httpx & co.).
-            from executor.fire.assembly import load_signer, order_path_factory
+            from executor.fire.assembly import order_path_factory
+            from executor.fire.exchange_side import load_signer
 
             if settings.exchange.mode == "real":
                 signer = load_signer(settings.exchange)
