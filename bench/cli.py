@@ -16,7 +16,8 @@ from bench.burst import (
     write_burst,
     write_throughput,
 )
-from bench.fire import FIRE_STAGES, FireRunFacts, fire_lines, run_fire_all
+from bench.fire import FIRE_STAGES, FireRunFacts, run_fire_all
+from bench.fire_report import fire_lines
 from bench.fireclient import FirePlan
 from bench.placement import default_placements, placed_all
 from bench.processes import BenchError, executor_spec

@@ -1,12 +1,12 @@
 """Fire-path runs (``python -m bench --fire``): one fake exchange, every executor pointed at it.
 
-The harness starts one ``python -m executor.fake`` process per invocation and hands every
-executor the reference's variables for it (real mode: the same code that would talk to Kalshi),
-with risk limits raised so the gate never refuses while its arithmetic still runs. A fire client
-(``bench.fireclient``) sends the quiet and shadow-burst phases; the executor's own
+The harness starts one ``python -m executor.fake`` process per invocation (``bench.fake_process``)
+and hands every executor the reference's variables for it (real mode: the same code that would talk
+to Kalshi), with risk limits raised so the gate never refuses while its arithmetic still runs. A
+fire client (``bench.fireclient``) sends the quiet and shadow-burst phases; the executor's own
 ``latency_events`` stage rows are read back and become ``Series`` whose ``client`` is the kind
 (``fire:shadow``, ``fire:real``, ``burst:shadow``, ``burst:real``) and whose ``span`` is exactly
-the stage name.
+the stage name; the comparisons printed from them are ``bench.fire_report``'s.
 Method and spans: docs/BENCHMARK.md, addendum 2026-11-30.
 """
 
@@ -17,11 +17,8 @@ import contextlib
 import dataclasses
 import json
 import os
-import select
 import shutil
-import signal
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
+from bench.fake_process import FakeExchangeInfo, FakeExchangeProcess
 from bench.fireclient import KIND_OF_PHASE, REAL_PHASES, FirePlan, phase_of
 from bench.processes import (
     COMPLETION_TIMEOUT_S,
@@ -39,7 +37,6 @@ from bench.processes import (
     parse_counters,
 )
 from bench.runner import Series, rotated
-from bench.stats import percentile
 
 READ_STAGES: Final = (
     "order_build",
@@ -58,10 +55,6 @@ FIRE_STAGES: Final = (*READ_STAGES, WIRE_ACK)
 """Every series a fire run reports, in path order."""
 KINDS: Final = ("fire:shadow", "fire:real", "burst:shadow", "burst:real")
 
-FAKE_BALANCE_CENTS: Final = 10**12
-"""The fake account's balance (cents): no fill is ever refused for lack of money in a run."""
-FAKE_READY_TIMEOUT_S: Final = 30.0
-"""How long the fake may take to print its address (s): key and CA generation, imports."""
 RISK_LIMIT_NO_REFUSAL: Final = "1000000000"
 """Every risk limit during a run: far above anything a run can reach, so nothing is refused."""
 FIRE_CLIENT_TIMEOUT_S: Final = 900.0
@@ -88,16 +81,6 @@ SELECT_STAGE_ROWS: Final = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class FakeExchangeInfo:
-    """What the fake prints once it serves."""
-
-    base_url: str
-    key_id: str
-    private_key_path: str
-    ca_file: str
-
-
 def fire_environment(info: FakeExchangeInfo, base: Mapping[str, str]) -> dict[str, str]:
     """``base`` plus the reference's variables pointing an executor at the fake (real mode)."""
     env = {key: value for key, value in base.items() if not key.startswith("KALSHI_")}
@@ -115,53 +98,6 @@ def fire_environment(info: FakeExchangeInfo, base: Mapping[str, str]) -> dict[st
     )
     env.update({name: RISK_LIMIT_NO_REFUSAL for name in RISK_VARIABLES})
     return env
-
-
-class FakeExchangeProcess:
-    """``python -m executor.fake`` for one invocation; a context manager that stops it."""
-
-    def __init__(self) -> None:
-        self._directory = tempfile.mkdtemp(prefix="bench-fake-")
-        command = [sys.executable, "-m", "executor.fake", "--port", "0"]
-        command += ["--dir", self._directory, "--balance-cents", str(FAKE_BALANCE_CENTS)]
-        self._stderr = open(os.path.join(self._directory, "stderr.txt"), "wb")  # noqa: SIM115
-        self._process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr
-        )
-        self.info = self._read_info()
-
-    def _read_info(self) -> FakeExchangeInfo:
-        assert self._process.stdout is not None
-        ready, _, _ = select.select([self._process.stdout], [], [], FAKE_READY_TIMEOUT_S)
-        line = self._process.stdout.readline() if ready else b""
-        try:
-            fields = json.loads(line)
-            return FakeExchangeInfo(
-                fields["base_url"], fields["key_id"], fields["private_key_path"], fields["ca_file"]
-            )
-        except (ValueError, KeyError, TypeError):
-            self.stop()
-            raise BenchError(f"the fake exchange did not start: {line[:200]!r}") from None
-
-    def __enter__(self) -> FakeExchangeProcess:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        """SIGTERM, wait, remove its credentials."""
-        if self._process.poll() is None:
-            self._process.send_signal(signal.SIGTERM)
-            try:
-                self._process.wait(timeout=10.0)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-        if self._process.stdout is not None:
-            self._process.stdout.close()
-        self._stderr.close()
-        shutil.rmtree(self._directory, ignore_errors=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -339,85 +275,3 @@ def run_fire_all(
                 series += found
                 facts.append(fact)
     return series, facts
-
-
-def _median_percentile(items: Sequence[Series], p: float) -> float:
-    return statistics.median(percentile(item.samples_us, p) for item in items)
-
-
-def _trio_ratio_lines(
-    by_key: Mapping[tuple[str, str, str], list[Series]],
-    executors: Sequence[str],
-    span: str,
-    kinds: Sequence[str],
-    *,
-    percentiles: Sequence[float] = (0.5, 0.99),
-    derived: bool = False,
-) -> list[str]:
-    """Trio's median percentile of ``span`` over each other executor's, per kind."""
-    note = " (derived per fire: dispatch_ack - dispatch_wire)" if derived else ""
-    lines = [f"fire path: {span} median over the other executor's, trio / other{note}:"]
-    for kind in kinds:
-        reference = by_key.get(("trio", kind, span))
-        for executor in executors:
-            mine = by_key.get((executor, kind, span))
-            if executor == "trio" or not mine or not reference:
-                continue
-            for p in percentiles:
-                ratio = _median_percentile(reference, p) / _median_percentile(mine, p)
-                label = f"p{round(p * 100)}"
-                lines.append(f"  trio / {executor}  {kind:<12} {span} {label}: {ratio:.3f}x")
-    return lines
-
-
-def _burst_over_quiet_lines(
-    by_key: Mapping[tuple[str, str, str], list[Series]], executors: Sequence[str], span: str
-) -> list[str]:
-    """Per executor, ``burst:real`` p99 of ``span`` over its ``fire:real`` p99."""
-    lines = [f"fire path: burst:real over fire:real {span} p99 (median of runs; pooled):"]
-    for executor in executors:
-        burst = by_key.get((executor, "burst:real", span))
-        quiet = by_key.get((executor, "fire:real", span))
-        if not burst or not quiet:
-            continue
-        median_ratio = _median_percentile(burst, 0.99) / _median_percentile(quiet, 0.99)
-        pooled_burst = percentile([v for s in burst for v in s.samples_us], 0.99)
-        pooled_quiet = percentile([v for s in quiet for v in s.samples_us], 0.99)
-        lines.append(
-            f"  {executor:>10}: {median_ratio:.2f}x (median of runs);"
-            f" pooled {pooled_burst:.1f} / {pooled_quiet:.1f} us"
-            f" = {pooled_burst / pooled_quiet:.2f}x"
-        )
-    return lines
-
-
-def fire_lines(series: Sequence[Series], facts: Sequence[FireRunFacts]) -> list[str]:
-    """The fire path's comparisons: detect_fire ratios to trio, burst over quiet, sign's share."""
-    by_key: dict[tuple[str, str, str], list[Series]] = {}
-    for item in series:
-        by_key.setdefault((item.executor, item.client, item.span), []).append(item)
-    executors = sorted({item.executor for item in series})
-    lines = _trio_ratio_lines(by_key, executors, "detect_wire", ("fire:real", "burst:real"))
-    lines += _trio_ratio_lines(
-        by_key, executors, WIRE_ACK, ("fire:real",), percentiles=(0.5,), derived=True
-    )
-    lines += _trio_ratio_lines(by_key, executors, "detect_fire", KINDS, percentiles=(0.5,))
-    for span in ("detect_wire", "detect_fire"):
-        lines += _burst_over_quiet_lines(by_key, executors, span)
-    lines.append("fire path: sign p50 as a share of detect_fire p50 (medians of runs):")
-    for executor in executors:
-        for kind in ("fire:shadow", "fire:real"):
-            sign = by_key.get((executor, kind, "sign"))
-            detect = by_key.get((executor, kind, "detect_fire"))
-            if sign and detect:
-                share = _median_percentile(sign, 0.5) / _median_percentile(detect, 0.5)
-                lines.append(f"  {executor:>10} {kind:<12} {share:.0%}")
-    for executor in executors:
-        runs_of = [fact for fact in facts if fact.executor == executor]
-        sent = sum(fact.burst_shadows_sent for fact in runs_of)
-        signed = sum(fact.burst_shadows_signed for fact in runs_of)
-        lines.append(
-            f"  {executor:>10}: burst shadow fires signed {signed} of {sent}"
-            f" (skipped before signing: {sent - signed})"
-        )
-    return lines

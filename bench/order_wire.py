@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import h11
 import trio
 
-from bench.fire import FakeExchangeProcess
+from bench.fake_process import FakeExchangeProcess
 from bench.stats import percentile
 from executor.clock import wall_ms
 from executor.exchange.messages import ORDER_PATH, OrderSpec, OrderStamps, order_body

@@ -30,7 +30,6 @@ import trio
 
 from bench.stats import percentile
 from executor.clock import clock_domain
-from executor.config import ExchangeSettings, Settings
 from executor.decide.order_request import FireRequest, OrderTemplate
 from executor.decide.risk import RiskLimits
 from executor.decide.sizing import SizingConfig
@@ -38,6 +37,7 @@ from executor.exchange.shadow_lane import SHADOW_LANE_CAPACITY
 from executor.exchange.stages import FireStamps
 from executor.fake.exchange import FakeCredentials, serve_fake_exchange
 from executor.fire.assembly import open_order_path
+from executor.settings import ExchangeSettings, Settings
 from executor.telemetry import serve_telemetry
 from executor.wire.protocol import WakeMessage
 

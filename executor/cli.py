@@ -14,13 +14,7 @@ import structlog
 import trio
 
 from executor import __version__, logs
-from executor.config import (
-    ConfigError,
-    Settings,
-    StartupError,
-    add_exchange_arguments,
-    load_settings,
-)
+from executor.config import ConfigError, StartupError
 from executor.decide.killswitch import DEFAULT_TTL_S, KillSwitch, killswitch_main
 from executor.fire.path import DEFAULT_CONTRACT_COUNT, FirePath
 from executor.notify import ServiceNotifier
@@ -35,6 +29,7 @@ from executor.recording.metrics import DEFAULT_HOST as METRICS_DEFAULT_HOST
 from executor.recording.metrics import MetricsSetupError, parse_metrics_address
 from executor.recording.schema import default_telemetry_db
 from executor.server import DEFAULT_GRACE_S, ExecutorServer, ServerConfig, SocketSetupError
+from executor.settings import Settings, add_exchange_arguments, load_settings
 from executor.telemetry import BATCH_LINGER_S, CHANNEL_CAPACITY, TelemetryOpenError
 from executor.wire.unixsocket import SocketPathError
 
@@ -227,7 +222,8 @@ def _serve(args: argparse.Namespace) -> int:
         signer = None
         if settings.exchange.mode != "none":
             # Only an executor with an exchange pays for importing the order path (httpx & co.).
-            from executor.fire.assembly import load_signer, order_path_factory
+            from executor.fire.assembly import order_path_factory
+            from executor.fire.exchange_side import load_signer
 
             if settings.exchange.mode == "real":
                 signer = load_signer(settings.exchange)

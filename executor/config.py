@@ -1,65 +1,32 @@
-"""Configuration of the order path: the reference's ``KALSHI_*`` variables, a ``.env`` file, flags.
+"""The ``KALSHI_*`` variables: which the executor reads, the ``--env-file``, and checked reads.
 
-Sources, strongest first: the command line (the few values an operator sets per run), the process
-environment, then the ``--env-file`` (a ``.env`` file read with python-dotenv; the environment wins,
-as dotenv's own loader does). Every value is checked here, once, at start-up: a bad one is a
+The process environment and the ``--env-file`` (a ``.env`` file read with python-dotenv; the
+environment wins, as dotenv's own loader does) are merged by ``executor.settings``, which turns
+them into settings through :class:`Variables`: typed reads where a bad value is a
 :class:`ConfigError` whose text is one line naming the variable, never a traceback and never a
 silent fall back to a default. A ``KALSHI_*`` name the executor does not read (a typo, a letter
-missing) is reported in ``Settings.unknown_variables`` with the closest known name, for the caller
-to warn about once logging is up. Path values (the key files, the CA file)
-may start with ``~``: it is the user's home, as in a shell.
+missing) is found by :func:`unknown_variables` with the closest known name, for the caller to warn
+about once logging is up. Path values (the key files, the CA file) may start with ``~``: it is the
+user's home, as in a shell.
 
-Which exchange the executor talks to (DISPATCH.md, "three exchange modes"):
-
-- ``--exchange fake``: the bundled fake exchange, started in-process with throwaway credentials;
-- otherwise, a key id and a private key configured: the real exchange of ``KALSHI_ENVIRONMENT``
-  (``demo`` unless told otherwise; ``prod`` only with ``KALSHI_ALLOW_PRODUCTION_ORDERS``);
-- otherwise (or ``--exchange none``): nothing is sent; fires are decided and counted.
+The start-up errors live here, the lowest module that raises them: :class:`StartupError` (the
+order path cannot start) and its kind :class:`ConfigError` (a configuration mistake).
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import difflib
 import io
 import math
-import ssl
-import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal, TypeVar, cast
+from typing import Final, TypeVar
 
 import dotenv
 import dotenv.parser
 
-from executor.decide.risk_limits import RISK_ENV_VARS, RiskLimits
-from executor.decide.sizing import SizingConfig
-
-ExchangeMode = Literal["none", "fake", "real"]
-Environment = Literal["demo", "prod"]
-ShadowSigning = Literal["process", "loop"]
-
-DEMO_BASE_URL: Final = "https://external-api.demo.kalshi.co"
-"""The demo exchange (Kalshi's recommended host for API traders), used when no URL is set."""
-
-PROD_BASE_URL: Final = "https://external-api.kalshi.com"
-"""The production exchange; reached only with ``KALSHI_ALLOW_PRODUCTION_ORDERS`` true."""
-
-TIME_IN_FORCE_CHOICES: Final = ("fill_or_kill", "good_till_canceled", "immediate_or_cancel")
-SELF_TRADE_PREVENTION_CHOICES: Final = ("taker_at_cross", "maker")
-
-DEFAULT_PRESIGN_MAX_AGE_MS: Final = 100
-"""Oldest a signature made ahead may be when an order uses it (ms; DISPATCH.md §10): well inside
-any exchange's timestamp window (the fake's is 5 s), and short enough that an order's timestamp
-still says when it left to within a tenth of a second."""
-MAX_PRESIGN_MAX_AGE_MS: Final = 2000
-"""Largest ``--presign-max-age-ms`` accepted (ms): the exchange checks the timestamp's freshness
-in a window this project does not know precisely; beyond 2 s an order would risk a 401."""
-
-FAKE_FUNDED_EXCHANGE_INDEXES: Final = frozenset({0})
-"""The fake exchange's one funded shard: the allowed set when the variable is unset in fake mode."""
+from executor.decide.risk_limits import RISK_ENV_VARS
 
 _TRUE_WORDS: Final = frozenset({"1", "true", "yes"})
 """The reference's words for true (DISPATCH.md §3)."""
@@ -120,149 +87,6 @@ class UnknownVariable:
     closest: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class ExchangeSettings:
-    """Where orders go and how they are signed and shaped."""
-
-    mode: ExchangeMode
-    environment: Environment = "demo"
-    base_url: str | None = None
-    key_id: str = ""
-    private_key_path: Path | None = None
-    ca_file: Path | None = None
-    allow_production: bool = False
-    time_in_force: str = "fill_or_kill"
-    self_trade_prevention_type: str = "taker_at_cross"
-    shadow_signing: ShadowSigning = "process"
-    presign_max_age_ms: int = DEFAULT_PRESIGN_MAX_AGE_MS
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """Everything the order path is configured with."""
-
-    exchange: ExchangeSettings
-    sizing: SizingConfig
-    risk_enabled: bool
-    risk_limits: RiskLimits
-    allowed_exchange_indexes: frozenset[int]
-    unknown_variables: tuple[UnknownVariable, ...] = ()
-
-
-def add_exchange_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the order-path flags to ``executor serve``'s parser."""
-    group = parser.add_argument_group(
-        "order path (see docs/OPERATIONS.md for every KALSHI_* variable)"
-    )
-    group.add_argument(
-        "--exchange",
-        choices=("auto", "fake", "none"),
-        default="auto",
-        help="fake: start the bundled fake exchange in-process; none: send nothing; auto "
-        "(default): the real exchange when a key id and private key are configured, else none",
-    )
-    group.add_argument(
-        "--env-file",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help="a .env file of KALSHI_* variables (the process environment wins over it)",
-    )
-    group.add_argument(
-        "--exchange-ca-file",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help="PEM file of CAs to verify the exchange's TLS certificate with "
-        "(KALSHI_CA_FILE; default: the system trust store)",
-    )
-    group.add_argument(
-        "--shadow-signing",
-        choices=("process", "loop"),
-        default="process",
-        help="where shadow fires are signed: process (default: a worker process, so a signature "
-        "never holds the event loop) or loop (on the event loop, as real fires are)",
-    )
-    group.add_argument(
-        "--presign-max-age-ms",
-        type=_presign_max_age_ms,
-        default=DEFAULT_PRESIGN_MAX_AGE_MS,
-        metavar="MS",
-        help="sign orders ahead in a worker process; an order uses a signature at most MS old "
-        f"or signs inline (default {DEFAULT_PRESIGN_MAX_AGE_MS}; 0: always sign inline; "
-        f"at most {MAX_PRESIGN_MAX_AGE_MS})",
-    )
-    group.add_argument(
-        "--environment",
-        choices=("demo", "prod"),
-        default=None,
-        help="exchange environment (KALSHI_ENVIRONMENT; default demo)",
-    )
-
-
-def _presign_max_age_ms(text: str) -> int:
-    """``--presign-max-age-ms``: an integer in [0, MAX_PRESIGN_MAX_AGE_MS]."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of ms") from None
-    if not 0 <= value <= MAX_PRESIGN_MAX_AGE_MS:
-        raise argparse.ArgumentTypeError(f"{value} is outside 0-{MAX_PRESIGN_MAX_AGE_MS} ms")
-    return value
-
-
-def load_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Settings:
-    """Read and check the configuration; ``args`` are ``executor serve``'s parsed flags.
-
-    Raises:
-        ConfigError: a value is malformed, missing, or the combination is unsafe.
-    """
-    env_file = getattr(args, "env_file", None)
-    from_file = _read_env_file(env_file.expanduser()) if env_file is not None else {}
-    values = _Values({**from_file, **environ})
-    environment = cast(
-        Environment,
-        getattr(args, "environment", None)
-        or values.choice("KALSHI_ENVIRONMENT", ("demo", "prod"), "demo"),
-    )
-    mode = _exchange_mode(getattr(args, "exchange", "auto"), values, environment)
-    exchange = _exchange_settings(
-        mode,
-        environment,
-        values,
-        getattr(args, "exchange_ca_file", None),
-        cast(ShadowSigning, getattr(args, "shadow_signing", "process")),
-        int(getattr(args, "presign_max_age_ms", DEFAULT_PRESIGN_MAX_AGE_MS)),
-    )
-    fixed_count = values.number("KALSHI_FIXED_ORDER_CONTRACT_COUNT", int, 1, minimum=1)
-    contract_count = getattr(args, "contract_count", None)
-    sizing = SizingConfig(
-        fixed_contract_count=contract_count if contract_count is not None else fixed_count,
-        kelly_fraction=values.number("KALSHI_KELLY_FRACTION", float, 0.15, minimum=0.0),
-        max_position_pct_of_balance=values.number(
-            "KALSHI_MAX_POSITION_PCT_OF_BALANCE", float, 0.02, minimum=0.0, maximum=1.0
-        ),
-    )
-    risk_enabled = values.flag("KALSHI_RISK_GATE_ENABLED", default=True)
-    allowed = values.indexes("KALSHI_ALLOWED_EXCHANGE_INDEXES")
-    if allowed is None:
-        allowed = FAKE_FUNDED_EXCHANGE_INDEXES if mode == "fake" else frozenset()
-    if mode == "real" and risk_enabled and not allowed:
-        raise ConfigError(
-            "KALSHI_ALLOWED_EXCHANGE_INDEXES is empty: with the risk gate enabled the executor "
-            "will not trade against a real exchange without knowing which shards are funded "
-            "(set it, e.g. KALSHI_ALLOWED_EXCHANGE_INDEXES=0)"
-        )
-    return Settings(
-        exchange=exchange,
-        sizing=sizing,
-        risk_enabled=risk_enabled,
-        risk_limits=_risk_limits(values),
-        allowed_exchange_indexes=allowed,
-        unknown_variables=unknown_variables(from_file, environ, env_file),
-    )
-
-
 def unknown_variables(
     from_file: Mapping[str, str], environ: Mapping[str, str], env_file: Path | None = None
 ) -> tuple[UnknownVariable, ...]:
@@ -282,7 +106,7 @@ def unknown_variables(
     )
 
 
-def _read_env_file(env_file: Path) -> dict[str, str]:
+def read_env_file(env_file: Path) -> dict[str, str]:
     """The variables of a ``.env`` file; any line that is not ``NAME=VALUE`` is refused."""
     if not env_file.exists():
         raise ConfigError(f"--env-file {env_file}: no such file")
@@ -311,138 +135,14 @@ def _read_env_file(env_file: Path) -> dict[str, str]:
     return {key: value for key, value in values.items() if value is not None}
 
 
-def _exchange_mode(requested: str, values: _Values, environment: Environment) -> ExchangeMode:
-    if requested in ("fake", "none"):
-        return "fake" if requested == "fake" else "none"
-    key_id_name, key_path_name = _credential_names(values, environment)
-    has_id, has_key = bool(values.get(key_id_name)), bool(values.get(key_path_name))
-    if has_id != has_key:
-        present, missing = (key_id_name, key_path_name) if has_id else (key_path_name, key_id_name)
-        raise ConfigError(f"{present} is set but {missing} is not: both are needed to trade")
-    return "real" if has_id else "none"
-
-
-def _credential_names(values: _Values, environment: Environment) -> tuple[str, str]:
-    """The key id and key path variables in force: the per-environment ones when set."""
-    prefix = f"KALSHI_{environment.upper()}_"
-    key_id = f"{prefix}API_KEY_ID" if values.get(f"{prefix}API_KEY_ID") else "KALSHI_API_KEY_ID"
-    key_path = (
-        f"{prefix}PRIVATE_KEY_PATH"
-        if values.get(f"{prefix}PRIVATE_KEY_PATH")
-        else "KALSHI_PRIVATE_KEY_PATH"
-    )
-    return key_id, key_path
-
-
-def _exchange_settings(
-    mode: ExchangeMode,
-    environment: Environment,
-    values: _Values,
-    ca_flag: Path | None,
-    shadow_signing: ShadowSigning = "process",
-    presign_max_age_ms: int = DEFAULT_PRESIGN_MAX_AGE_MS,
-) -> ExchangeSettings:
-    allow_production = values.flag("KALSHI_ALLOW_PRODUCTION_ORDERS", default=False)
-    time_in_force = values.choice(
-        "KALSHI_ORDER_TIME_IN_FORCE", TIME_IN_FORCE_CHOICES, "fill_or_kill"
-    )
-    self_trade = values.choice(
-        "KALSHI_ORDER_SELF_TRADE_PREVENTION_TYPE", SELF_TRADE_PREVENTION_CHOICES, "taker_at_cross"
-    )
-    ca_file = ca_flag.expanduser() if ca_flag is not None else values.path("KALSHI_CA_FILE")
-    if ca_file is not None:
-        _check_ca_file("--exchange-ca-file" if ca_flag else "KALSHI_CA_FILE", ca_file)
-    if mode != "real":
-        return ExchangeSettings(
-            mode=mode,
-            environment=environment,
-            ca_file=ca_file,
-            allow_production=allow_production,
-            time_in_force=time_in_force,
-            self_trade_prevention_type=self_trade,
-            shadow_signing=shadow_signing,
-            presign_max_age_ms=presign_max_age_ms,
-        )
-    if environment == "prod" and not allow_production:
-        raise ConfigError(
-            "KALSHI_ENVIRONMENT is prod but KALSHI_ALLOW_PRODUCTION_ORDERS is not true: "
-            "refusing to start against the production exchange"
-        )
-    key_id_name, key_path_name = _credential_names(values, environment)
-    key_path = values.path(key_path_name)
-    assert key_path is not None  # the mode is real only when it is set
-    if not key_path.is_file():
-        problem = "not a regular file" if key_path.exists() else "no such file"
-        raise ConfigError(f"{key_path_name} {key_path}: {problem}")
-    url_name = f"KALSHI_{environment.upper()}_BASE_URL"
-    default_url = DEMO_BASE_URL if environment == "demo" else PROD_BASE_URL
-    return ExchangeSettings(
-        mode="real",
-        environment=environment,
-        base_url=_base_url(url_name, values.get(url_name) or default_url),
-        key_id=values.get(key_id_name),
-        private_key_path=key_path,
-        ca_file=ca_file,
-        allow_production=allow_production,
-        time_in_force=time_in_force,
-        self_trade_prevention_type=self_trade,
-        shadow_signing=shadow_signing,
-        presign_max_age_ms=presign_max_age_ms,
-    )
-
-
-def _check_ca_file(source: str, path: Path) -> None:
-    """Refuse a CA file that is missing, unreadable or holds no PEM certificate: a local file
-    problem, said as one before any connection is tried."""
-    if not path.exists():
-        raise ConfigError(f"{source} {path}: no such file")
-    if not path.is_file():
-        raise ConfigError(f"{source} {path}: not a regular file")
-    try:
-        pem = path.read_bytes()
-    except OSError as error:
-        raise ConfigError(f"{source} {path}: cannot read it ({error.strerror})") from None
-    try:
-        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=pem.decode("ascii"))
-    except (UnicodeDecodeError, ssl.SSLError, ValueError):
-        raise ConfigError(
-            f"{source} {path}: no CA certificate in it (expected PEM certificates)"
-        ) from None
-
-
-def _base_url(name: str, text: str) -> str:
-    """Scheme and host (and port) only, no trailing slash: the signed path is appended to it."""
-    url = urllib.parse.urlsplit(text.strip())
-    if url.scheme != "https" or not url.hostname:
-        raise ConfigError(f"{name}={text!r}: must be an https:// URL with a host")
-    if url.path.rstrip("/") or url.query or url.fragment:
-        raise ConfigError(
-            f"{name}={text!r}: give scheme and host only (the /trade-api/v2 path is added)"
-        )
-    return f"https://{url.netloc}"
-
-
-def _risk_limits(values: _Values) -> RiskLimits:
-    overrides: dict[str, object] = {}
-    for field in dataclasses.fields(RiskLimits):
-        name = RISK_ENV_VARS.get(field.name)
-        if name is None or values.get(name) == "":
-            continue
-        default = field.default
-        if isinstance(default, bool) or not isinstance(default, (int, float)):
-            continue
-        kind: type[int] | type[float] = type(default)
-        overrides[field.name] = values.number(name, kind, default, minimum=0)
-    return dataclasses.replace(RiskLimits(), **overrides)  # type: ignore[arg-type]
-
-
-class _Values:
+class Variables:
     """Typed, checked reads of the merged variables; every error names its variable."""
 
     def __init__(self, variables: Mapping[str, str]) -> None:
         self._variables = variables
 
     def get(self, name: str) -> str:
+        """The value, stripped; empty when unset."""
         return self._variables.get(name, "").strip()
 
     def path(self, name: str) -> Path | None:
@@ -451,6 +151,7 @@ class _Values:
         return Path(text).expanduser() if text else None
 
     def flag(self, name: str, *, default: bool) -> bool:
+        """A true/false word; ``default`` when unset or empty."""
         text = self.get(name).lower()
         if not text:  # unset or empty: an empty value must not switch a safety off
             return default
@@ -461,6 +162,7 @@ class _Values:
         raise ConfigError(f"{name}={self.get(name)!r}: expected 1/true/yes or 0/false/no")
 
     def choice(self, name: str, choices: tuple[str, ...], default: _T) -> _T:
+        """One of ``choices``; ``default`` when unset or empty."""
         text = self.get(name)
         if not text:
             return default
@@ -477,6 +179,7 @@ class _Values:
         minimum: float | None = None,
         maximum: float | None = None,
     ) -> _T:
+        """A finite number of ``kind`` within the bounds; ``default`` when unset or empty."""
         text = self.get(name)
         if not text:
             return default

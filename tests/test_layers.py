@@ -44,7 +44,7 @@ LAYERS: Final[Layers] = (
     ("executor.telemetry",),
     ("executor.wire",),
     ("executor.decide",),
-    ("executor.config",),
+    ("executor.config", "executor.settings"),
     ("executor.fake",),
     ("executor.exchange",),
     ("executor.fire",),

@@ -1,6 +1,6 @@
 """The risk gate's limits: every DISPATCH.md §3 limit, its default and its environment variable.
 
-Data only, read by ``executor.config`` and handed to ``executor.decide.risk.RiskGate``; the window
+Data only, read by ``executor.settings`` and handed to ``executor.decide.risk.RiskGate``; the window
 lengths the rules count over are here too, so the warm start (``executor.decide.recent_orders``)
 reads the same 24 hours the gate forgets after.
 """

@@ -34,8 +34,8 @@ import structlog
 import trio
 
 from executor.clock import wall_ms
-from executor.config import DEFAULT_PRESIGN_MAX_AGE_MS
 from executor.exchange.messages import ORDER_PATH
+from executor.settings import DEFAULT_PRESIGN_MAX_AGE_MS
 
 log = structlog.get_logger()
 

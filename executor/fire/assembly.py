@@ -3,43 +3,36 @@
 Two stages, so that everything about the exchange that can fail is found before the database
 exists (a refused start leaves no file behind):
 
-- :func:`open_exchange_side`, entered by the server after the socket is claimed and before the
-  database is opened, left last. It owns the in-process fake exchange (``--exchange fake``), the
-  endpoint and its key, the exchange client (the order connections, TLS-handshaken and kept warm
-  by a task of their own, and one keep-alive httpx client for everything else, CA file loaded,
-  pre-warmed with one signed balance request: the exchange is reachable and accepts the key), the
-  signing-ahead worker (``--presign-max-age-ms``; its first signature ready before the socket is
-  bound, stopped before the worker) and the shadow-signing worker.
-- :func:`open_order_path`, entered after telemetry is open (and the database proven writable)
-  and before the socket is published, left after the fires nursery is done, before telemetry
-  closes. In order: reconciliation of the rows earlier runs left unresolved
+- stage one, :func:`~executor.fire.exchange_side.open_exchange_side` (``executor.fire.
+  exchange_side``): the fake exchange if asked, the key, the pre-warmed client and the signing
+  workers, entered by the server after the socket is claimed and before the database is opened,
+  left last.
+- stage two, :func:`open_order_path`, entered after telemetry is open (and the database proven
+  writable) and before the socket is published, left after the fires nursery is done, before
+  telemetry closes. In order: reconciliation of the rows earlier runs left unresolved
   (``executor.exchange.reconcile``; the corrections committed first), the risk gate's warm start
   from the corrected ``orders_fired`` (a worker thread), the shadow lane (closed and drained at
   exit) and the pollers (the account poll, first poll before serving, later polls also following
   resting orders; and the heartbeat).
 
-Every start-up failure is one :class:`StartupError` line. Exit order: pollers cancelled, shadow
-lane drained, telemetry closed by the server, then the client, the signing worker and the fake
-exchange, so in-flight orders have finished (and queued their resolution rows) before the client
-goes, and the rows are all queued before the server closes telemetry.
+:class:`OrderPathFactory` is what the server is given: the two stages, in the order it enters them.
+Every start-up failure is one :class:`~executor.config.StartupError` line. Exit order: pollers
+cancelled, shadow lane drained, telemetry closed by the server, then the client, the signing worker
+and the fake exchange, so in-flight orders have finished (and queued their resolution rows) before
+the client goes, and the rows are all queued before the server closes telemetry.
 """
 
 from __future__ import annotations
 
 import functools
-import shutil
-import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
 
 import structlog
 import trio
 
 from executor.clock import clock_domain, wall_ms
-from executor.config import ConfigError, ExchangeSettings, Settings, StartupError
 from executor.decide.killswitch import KillSwitch
 from executor.decide.recent_orders import load_recent_orders
 from executor.decide.risk import RiskGate
@@ -51,49 +44,18 @@ from executor.exchange.account import (
     serve_heartbeats,
 )
 from executor.exchange.dispatcher import OrderDispatcher, OrderPolicy
-from executor.exchange.order_pool import MAX_ORDER_CONNECTIONS, ORDER_CONNECTIONS
-from executor.exchange.presign import SignaturePool
 from executor.exchange.reconcile import CollectedRows, Reconciler
 from executor.exchange.shadow_lane import ShadowLane
-from executor.exchange.sign_worker import open_process_signer
 from executor.exchange.stages import PerfToWall
-from executor.exchange.transport import ExchangeClient, ExchangeEndpoint, open_exchange
-from executor.fake.exchange import FakeCredentials, serve_fake_exchange
+from executor.exchange.transport import ExchangeClient
+from executor.fire.exchange_side import ExchangeSide, open_exchange_side, silent
 from executor.fire.path import FirePath, OrderPath
 from executor.recording.open_orders import load_open_orders, write_corrections
-from executor.signer import KalshiSigner, SignerKeyError
+from executor.settings import Settings
+from executor.signer import KalshiSigner
 from executor.telemetry import Telemetry, row_fields
 
 log = structlog.get_logger()
-
-IN_PROCESS_FAKE_BALANCE_CENTS: Final = 10_000
-"""The in-process fake's starting balance (cents): $100, not the fake's usual $1,000. With the
-reference's default sizing (2% of the balance per order) and position limit (5 contracts per
-ticker), $1,000 sizes a typical wake (edge 0.06 at 0.56) to 35 contracts and the risk gate refuses
-every one; $100 sizes it to 3, so ``--exchange fake`` shows orders filling out of the box."""
-
-
-def load_signer(exchange: ExchangeSettings) -> KalshiSigner:
-    """Load the private key of a real exchange once, at start-up.
-
-    Raises:
-        ConfigError: no key path is configured, or the key cannot be used (missing, unreadable,
-            malformed: a configuration mistake, like a missing key file).
-    """
-    if exchange.private_key_path is None:
-        raise ConfigError("no private key configured (KALSHI_PRIVATE_KEY_PATH)")
-    try:
-        return KalshiSigner(exchange.private_key_path, exchange.key_id)
-    except SignerKeyError as error:
-        raise ConfigError(str(error)) from None
-
-
-@dataclass(frozen=True, slots=True)
-class ExchangeSide:
-    """The exchange end of the order path, ready before the database exists."""
-
-    endpoint: ExchangeEndpoint
-    client: ExchangeClient
 
 
 class OrderPathFactory:
@@ -167,66 +129,6 @@ def order_path_factory(
 
 
 @asynccontextmanager
-async def open_exchange_side(
-    settings: Settings,
-    *,
-    signer: KalshiSigner | None = None,
-    announce: Callable[[str], None] | None = None,
-) -> AsyncIterator[ExchangeSide]:
-    """Start the exchange end: the fake (if any), the key, the pre-warmed client, the signing
-    worker. Touches no database.
-
-    Raises:
-        StartupError: the key, the CA file, the exchange or the fake cannot be set up.
-
-    Cancellation: on exit the client is closed, then the signing worker, then the fake.
-    """
-    exchange = settings.exchange
-    step = announce or _silent
-    async with trio.open_nursery() as services:
-        try:
-            async with AsyncExitStack() as stack:
-                if exchange.mode == "fake":
-                    step("starting the in-process fake exchange")
-                endpoint = await _endpoint(exchange, services, stack, signer)
-                step(f"pre-warming the exchange client ({endpoint.base_url})")
-                try:
-                    client = await stack.enter_async_context(
-                        open_exchange(
-                            endpoint,
-                            nursery=services,
-                            order_connections=order_connections(settings),
-                        )
-                    )
-                except Exception as error:
-                    raise StartupError(
-                        f"exchange {endpoint.base_url} cannot be reached: "
-                        f"{str(error) or type(error).__name__}"
-                    ) from None
-                if exchange.presign_max_age_ms > 0:
-                    step("starting the signing-ahead worker process")
-                    client.signatures = await _start_presigning(
-                        endpoint, exchange.presign_max_age_ms, services, stack
-                    )
-                if exchange.shadow_signing == "process":
-                    step("starting the shadow signing worker process")
-                    process_signer = await stack.enter_async_context(
-                        open_process_signer(
-                            endpoint.signer.private_key_path,
-                            endpoint.key_id,
-                            fallback=endpoint.signer.sign,
-                        )
-                    )
-                    client.shadow_signer = process_signer.sign
-                    if not process_signer.on_loop:  # else its warning said where they sign
-                        log.info("shadow fires sign in a worker process")
-                yield ExchangeSide(endpoint, client)
-        finally:
-            # After the client has closed: the fake exchange (if any) goes last.
-            services.cancel_scope.cancel()
-
-
-@asynccontextmanager
 async def open_order_path(
     settings: Settings,
     telemetry: Telemetry,
@@ -250,7 +152,7 @@ async def open_order_path(
     Cancellation: on exit the shadow lane finishes the jobs it holds (no network I/O); an
     exchange side opened here is closed after it.
     """
-    step = announce or _silent
+    step = announce or silent
     async with AsyncExitStack() as stack:
         if side is None:
             side = await stack.enter_async_context(
@@ -294,47 +196,6 @@ async def open_order_path(
                 orders.lane.close()
 
 
-def _silent(_step: str) -> None:
-    """An ``announce`` that tells nobody."""
-
-
-def order_connections(settings: Settings) -> int:
-    """Order connections to keep: one per order the risk gate lets be in flight, plus one, at
-    least ``ORDER_CONNECTIONS`` and at most ``MAX_ORDER_CONNECTIONS`` (a higher limit opens the
-    rest on demand)."""
-    in_flight = settings.risk_limits.max_concurrent_dispatches if settings.risk_enabled else 1
-    return min(MAX_ORDER_CONNECTIONS, max(ORDER_CONNECTIONS, in_flight + 1))
-
-
-async def _start_presigning(
-    endpoint: ExchangeEndpoint, max_age_ms: int, services: trio.Nursery, stack: AsyncExitStack
-) -> SignaturePool:
-    """A signature pool kept full by its own worker process, stopped before the worker is."""
-    signer = await stack.enter_async_context(
-        open_process_signer(endpoint.signer.private_key_path, endpoint.key_id)
-    )
-    pool = SignaturePool(signer.sign, max_age_ms=max_age_ms)
-    scope = trio.CancelScope()
-    stopped = trio.Event()
-
-    async def keep_filled(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        try:
-            with scope:
-                await pool.run(task_status=task_status)
-        finally:
-            stopped.set()
-
-    async def stop() -> None:
-        scope.cancel()
-        with trio.CancelScope(shield=True):
-            await stopped.wait()
-
-    await services.start(keep_filled)
-    stack.push_async_callback(stop)  # runs before the worker's context closes (LIFO)
-    log.info("orders sign ahead in a worker process", max_age_ms=max_age_ms, size=pool.size)
-    return pool
-
-
 def _fire_path(
     settings: Settings,
     telemetry: Telemetry,
@@ -367,42 +228,6 @@ def _fire_path(
         contract_count=settings.sizing.fixed_contract_count,
         orders=orders,
     )
-
-
-async def _endpoint(
-    exchange: ExchangeSettings,
-    services: trio.Nursery,
-    stack: AsyncExitStack,
-    signer: KalshiSigner | None,
-) -> ExchangeEndpoint:
-    """The endpoint to trade against; for ``fake``, after starting the fake exchange."""
-    if exchange.mode == "fake":
-        directory = Path(tempfile.mkdtemp(prefix="executor-fake-"))  # 0700: private
-        stack.callback(shutil.rmtree, directory, True)
-        credentials = await trio.to_thread.run_sync(FakeCredentials.generate, directory)
-        fake = await services.start(
-            functools.partial(
-                serve_fake_exchange, credentials, balance_cents=IN_PROCESS_FAKE_BALANCE_CENTS
-            )
-        )
-        fake_signer = await trio.to_thread.run_sync(
-            KalshiSigner, credentials.private_key_path, credentials.key_id
-        )
-        log.warning(
-            "FAKE exchange: orders go to an in-process fake, nothing reaches Kalshi",
-            url=fake.base_url,
-        )
-        return ExchangeEndpoint(fake.base_url, credentials.key_id, fake_signer, credentials.ca_file)
-    if exchange.base_url is None:
-        raise StartupError("no exchange base URL configured")
-    if signer is None:
-        signer = await trio.to_thread.run_sync(load_signer, exchange)
-    log.warning(
-        "trading against a real exchange",
-        environment=exchange.environment,
-        base_url=exchange.base_url,
-    )
-    return ExchangeEndpoint(exchange.base_url, exchange.key_id, signer, exchange.ca_file)
 
 
 async def _reconcile_earlier_runs(reconciler: Reconciler, telemetry_db: Path) -> None:

@@ -22,13 +22,13 @@ from bench.basefire import (
     open_fire_path,
 )
 from bench.cli import main
+from bench.fake_process import FakeExchangeInfo
 from bench.fire import (
     FIRE_STAGES,
     KINDS,
     READ_STAGES,
     RISK_VARIABLES,
     WIRE_ACK,
-    FakeExchangeInfo,
     StageRow,
     fire_environment,
     series_of,

@@ -15,13 +15,13 @@ import trio
 import trio.testing
 
 import executor.exchange.order_connection as order_connection
-from executor.config import ExchangeSettings, Settings
 from executor.decide.risk_limits import RiskLimits
 from executor.decide.sizing import SizingConfig
 from executor.exchange.messages import ExchangeAmbiguous, OrderSpec, OrderStamps, order_body
 from executor.exchange.transport import ExchangeEndpoint, open_exchange
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault
-from executor.fire.assembly import order_connections
+from executor.fire.exchange_side import order_connections
+from executor.settings import ExchangeSettings, Settings
 from executor.signer import KalshiSigner
 from tests.support.inprocess import fake_endpoint
 

@@ -17,11 +17,11 @@ import trio
 from structlog.testing import capture_logs
 
 from executor.clock import clock_domain
-from executor.config import ExchangeSettings, Settings
 from executor.decide.risk import RiskLimits
 from executor.decide.sizing import SizingConfig
 from executor.fake.exchange import ORDER_PATH, FakeCredentials, FakeExchange
 from executor.fire.assembly import order_path_factory
+from executor.settings import ExchangeSettings, Settings
 from executor.wire.client import connect
 from executor.wire.protocol import WakeMessage
 from tests.support.inprocess import RunningServer, make_wake, start_server

@@ -8,15 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from executor.config import (
-    DEMO_BASE_URL,
-    PROD_BASE_URL,
-    ConfigError,
-    add_exchange_arguments,
-    load_settings,
-)
+from executor.config import ConfigError
 from executor.decide.risk import RISK_ENV_VARS, RiskLimits
 from executor.fake.exchange import FakeCredentials
+from executor.settings import DEMO_BASE_URL, PROD_BASE_URL, add_exchange_arguments, load_settings
 
 
 def _args(*argv: str) -> argparse.Namespace:

@@ -20,7 +20,7 @@ import pytest
 import trio
 
 from executor.clock import clock_domain
-from executor.config import ExchangeSettings, Settings
+from executor.config import StartupError
 from executor.decide.order_request import FireRequest, OrderTemplate
 from executor.decide.risk import RiskLimits
 from executor.decide.sizing import SizingConfig
@@ -29,10 +29,11 @@ from executor.exchange.shadow_lane import SHADOW_LANE_CAPACITY
 from executor.exchange.stages import FireStamps
 from executor.exchange.transport import ORDER_PATH
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault, never_fill
-from executor.fire.assembly import StartupError, order_path_factory
+from executor.fire.assembly import order_path_factory
 from executor.fire.path import FirePath
 from executor.recording.rows import OrderStatus, Stage, latency_row
 from executor.server import ServerStatistics
+from executor.settings import ExchangeSettings, Settings
 from executor.signer import KalshiSigner
 from executor.telemetry import serve_telemetry
 from executor.wire.client import connect
