@@ -107,20 +107,15 @@ def _iso(epoch_ms: int) -> str:
     return dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.UTC).isoformat(timespec="seconds")
 
 
-class _Parser(argparse.ArgumentParser):
-    """Bad usage is one line on stderr and exit status 2."""
+class OneLineParser(argparse.ArgumentParser):
+    """Bad usage is one line on stderr and exit status 2 (``stats`` and ``orders`` alike)."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``executor stats`` argument parser."""
-    parser = _Parser(
-        prog="executor stats",
-        description="Summarise a telemetry database without disturbing its writers: latency "
-        "percentiles per stage (shadow and real apart), orders by status, and heartbeats.",
-    )
+def add_telemetry_db_argument(parser: argparse.ArgumentParser) -> None:
+    """``--telemetry-db PATH``, defaulting (None) to the executor's own file."""
     parser.add_argument(
         "--telemetry-db",
         type=Path,
@@ -128,6 +123,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="the SQLite file to read (default: the executor's, "
         "$XDG_STATE_HOME/trio-executor/telemetry.db)",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``executor stats`` argument parser."""
+    parser = OneLineParser(
+        prog="executor stats",
+        description="Summarise a telemetry database without disturbing its writers: latency "
+        "percentiles per stage (shadow and real apart), orders by status, and heartbeats.",
+    )
+    add_telemetry_db_argument(parser)
     parser.add_argument(
         "--since",
         metavar="WHEN",

@@ -17,10 +17,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
 from executor.recording.schema import default_telemetry_db
-from executor.stats.command import parse_since
+from executor.stats.command import (
+    EXIT_BAD_INPUT,
+    OneLineParser,
+    add_telemetry_db_argument,
+    parse_since,
+)
 from executor.stats.output import write_report
 from executor.stats.queries import StatsError, open_read_only
 
@@ -37,7 +42,6 @@ MAX_MESSAGE_CHARS: Final = 60
 """Longest ``error_message`` shown in the table (the JSON document has it whole)."""
 
 EXIT_OK: Final = 0
-EXIT_BAD_INPUT: Final = 2
 
 COLUMNS: Final = (
     "id",
@@ -178,13 +182,6 @@ def _message(value: str | None) -> str:
     return flat if len(flat) <= MAX_MESSAGE_CHARS else flat[: MAX_MESSAGE_CHARS - 3] + "..."
 
 
-class _Parser(argparse.ArgumentParser):
-    """Bad usage is one line on stderr and exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
-
-
 def _statuses(text: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in text.split(",") if part.strip())
     unknown = [name for name in names if name not in STATUSES]
@@ -207,18 +204,12 @@ def _limit(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``executor orders`` argument parser."""
-    parser = _Parser(
+    parser = OneLineParser(
         prog="executor orders",
         description="List the recent orders of a telemetry database (orders_fired), newest "
         "first, without disturbing its writers.",
     )
-    parser.add_argument(
-        "--telemetry-db",
-        type=Path,
-        default=None,
-        help="the SQLite file to read (default: the executor's, "
-        "$XDG_STATE_HOME/trio-executor/telemetry.db)",
-    )
+    add_telemetry_db_argument(parser)
     parser.add_argument(
         "--since",
         metavar="WHEN",
