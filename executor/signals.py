@@ -5,17 +5,26 @@ the grace period); a second one cuts the grace short. A signal that arrives befo
 listening (the executor is still starting) is remembered by :meth:`ShutdownSignals.note_early`
 from a plain ``signal.signal`` handler and acted on as soon as the task starts, so a harness that
 stops the executor the moment its socket appears still gets an orderly exit.
+
+A repeat of the first signal within ``SIGNAL_ECHO_S`` is the same request delivered twice, not a
+second one: ``timeout(1)`` signals its child and then its whole process group, so the executor it
+runs receives SIGTERM twice within a millisecond, and a person pressing Ctrl-C twice is far slower.
 """
 
 from __future__ import annotations
 
 import signal
 from collections.abc import Callable
+from typing import Final
 
 import structlog
 import trio
 
 log = structlog.get_logger()
+
+SIGNAL_ECHO_S: Final = 0.1
+"""A repeat of the first signal this soon after it (seconds) is an echo of it, ignored. Senders
+that signal a process and then its group do it within microseconds; a guess with a wide margin."""
 
 
 class ShutdownSignals:
@@ -56,12 +65,20 @@ class ShutdownSignals:
         """
         with scope, trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             task_status.started()
+            first: tuple[int, float] | None = None  # the first signal and when it was read
             if self._early:
                 name = signal.Signals(self._early[0]).name
                 log.info("shutdown requested during start-up", signal=name)
+                first = (self._early[0], trio.current_time())
                 self._request_shutdown()
             async for signum in signals:
                 name = signal.Signals(signum).name
+                now = trio.current_time()
+                if first is None:
+                    first = (signum, now)
+                elif first[0] == signum and now - first[1] < SIGNAL_ECHO_S:
+                    log.debug("the same signal again at once: one request", signal=name)
+                    continue
                 if not self._stopping.is_set():
                     log.info("shutdown requested", signal=name, grace_s=self._grace_s)
                     self._request_shutdown()

@@ -116,6 +116,32 @@ def test_second_signal_cuts_the_grace_short(spawner: Spawner, paths: tuple[Path,
     assert wake_recv_count(db_path) == 1
 
 
+def test_the_same_signal_twice_at_once_is_one_request(
+    spawner: Spawner, paths: tuple[Path, Path]
+) -> None:
+    """SIGTERM twice back to back (as timeout(1) sends it: to the process, then to its group)
+    keeps the 30 s grace open; a later SIGTERM is a second request and ends it."""
+    socket_path, db_path = paths
+    executor = spawner.serve(socket_path, db_path, "--grace", "30")
+    with open_client(socket_path) as sock:
+        sock.sendall(encode_frame(make_wake("whole")))
+        assert receive_ack(sock).status == "accepted"  # the connection is being served
+        body = encode_frame(make_wake("half"))
+        sock.sendall(body[: len(body) // 2])  # holds the connection inside the grace period
+        executor.signal(signal.SIGTERM)
+        # Apart enough that the kernel does not merge them (timeout's two are ~0.5 ms apart),
+        # well inside the echo window.
+        time.sleep(0.01)
+        executor.signal(signal.SIGTERM)
+        with pytest.raises(subprocess.TimeoutExpired):
+            executor.wait(timeout=1.0)
+        assert not socket_path.exists()  # the shutdown did begin
+        executor.signal(signal.SIGTERM)
+        assert executor.wait(timeout=EXIT_TIMEOUT_S) == 0
+    stderr = executor.stderr()
+    assert stderr.count("second signal: cutting the grace period short") == 1
+
+
 RACE_ATTEMPTS = 6
 """Start-ups tried by the signal-race test; one lost race is enough to show the bug."""
 
