@@ -22,7 +22,6 @@ from executor.exchange.account import AccountState, poll_account_once
 from executor.exchange.messages import (
     ExchangeError,
     ExchangeTimeout,
-    OrderSpec,
     OrderStamps,
     RetryPolicy,
     order_body,
@@ -37,6 +36,7 @@ from executor.recording.sqlite_writer import write_batch
 from executor.signer import HEADER_TIMESTAMP, KalshiSigner
 from tests.support.inprocess import fake_endpoint, make_wake
 from tests.support.order_fakes import FakePlacer, order_harness
+from tests.support.orders import spec
 
 ONE_CONTRACT = SizingConfig(kelly_fraction=0.0)
 """Every real fire sizes to one contract (no risk refusal for position size)."""
@@ -114,20 +114,6 @@ async def test_a_refused_real_fire_without_a_group_writes_null(tmp_path: Path) -
     assert stored == (1,)
 
 
-def _order(client_order_id: str) -> OrderSpec:
-    """A one-contract fill-or-kill order the fake fills."""
-    return OrderSpec(
-        ticker="KXTEST",
-        client_order_id=client_order_id,
-        side="bid",
-        count=1,
-        price="0.4200",
-        time_in_force="fill_or_kill",
-        self_trade_prevention_type="taker_at_cross",
-        exchange_index=0,
-    )
-
-
 FAST_RETRY = RetryPolicy(base_delay_s=0.0, max_delay_s=0.0)
 """Retries without a pause, so a test that counts attempts does not wait for the backoff."""
 
@@ -196,9 +182,9 @@ async def test_the_signed_timestamp_is_read_after_the_rate_limit_wait(
     bucket = TokenBucket(capacity=10, refill_per_s=10 / HELD_S)
     endpoint = fake_endpoint(fake_exchange, fake_credentials)
     async with open_exchange(endpoint, limiter=bucket) as client:
-        await client.place_order(order_body(_order("first")), OrderStamps(), dry_run=False)
+        await client.place_order(order_body(spec("first", count=1)), OrderStamps(), dry_run=False)
         started_ms = wall_ms()  # the bucket is drained now
-        await client.place_order(order_body(_order("second")), OrderStamps(), dry_run=False)
+        await client.place_order(order_body(spec("second", count=1)), OrderStamps(), dry_run=False)
     stamped = [
         int(request.headers[HEADER_TIMESTAMP.lower()])
         for request in fake_exchange.received

@@ -8,8 +8,7 @@ shortened (they are a tunable, not the behaviour under test).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,11 +29,8 @@ from executor.exchange.reconcile import (
 )
 from executor.exchange.transport import (
     ORDERS_PATH,
-    ExchangeClient,
     ExchangeTimeout,
-    OrderSpec,
     OrderStamps,
-    open_exchange,
     order_body,
 )
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault, never_fill
@@ -46,10 +42,9 @@ from executor.recording.open_orders import (
     startup_cause,
 )
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
-from tests.support.inprocess import fake_endpoint
+from tests.support.orders import TICKER, spec, transport
 from tests.support.rows import order_row
 
-TICKER = "KXTEST-26JAN01-T1"
 NO_WAIT = (0.0, 0.0, 0.0)
 
 
@@ -70,22 +65,6 @@ class Rows:
         self.fills.append((ticker, fill_count, correlation_group))
 
 
-def spec(client_order_id: str, **overrides: Any) -> OrderSpec:
-    """A three-contract yes order at $0.42 on ``TICKER``, fill_or_kill."""
-    fields: dict[str, Any] = {
-        "ticker": TICKER,
-        "client_order_id": client_order_id,
-        "side": "bid",
-        "count": 3,
-        "price": "0.4200",
-        "time_in_force": "fill_or_kill",
-        "self_trade_prevention_type": "taker_at_cross",
-        "exchange_index": 0,
-    }
-    fields.update(overrides)
-    return OrderSpec(**fields)
-
-
 def sent_row(client_order_id: str, **changes: Any) -> OrderRow:
     """The ``error`` row a dispatcher leaves for an order sent just now whose outcome it lost."""
     now = wall_ms()
@@ -99,16 +78,6 @@ def sent_row(client_order_id: str, **changes: Any) -> OrderRow:
         "submitted_at_ms": now,
     }
     return order_row(**{**fields, **changes})
-
-
-@asynccontextmanager
-async def transport(
-    exchange: FakeExchange, credentials: FakeCredentials
-) -> AsyncIterator[ExchangeClient]:
-    """The real transport, pre-warmed against ``exchange``."""
-    with trio.fail_after(20):
-        async with open_exchange(fake_endpoint(exchange, credentials)) as client:
-            yield client
 
 
 @pytest.fixture(autouse=True)
@@ -439,7 +408,6 @@ def test_an_ask_fill_is_averaged_on_the_yes_side() -> None:
     assert (order.average_fill_price, order.average_fee_paid) == ("0.4200", "0.0200")
     with pytest.raises(ExchangeError, match="fill_count_fp"):
         parse_exchange_order({**entry, "fill_count_fp": "many"})
-
 
 
 async def test_resting_orders_stay_followed_when_the_exchange_cannot_be_asked() -> None:

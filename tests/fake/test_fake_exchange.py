@@ -36,41 +36,14 @@ from executor.exchange.transport import (
     ExchangeError,
     OrderSpec,
     OrderStamps,
-    open_exchange,
     order_body,
 )
 from executor.fake.account import FakeAccount
 from executor.fake.cli import main as fake_main
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault, never_fill
 from executor.signer import KalshiSigner
-from tests.support.inprocess import fake_endpoint
 from tests.support.openapi import validate_response
-
-
-def spec(client_order_id: str = "a" * 32, **overrides: Any) -> OrderSpec:
-    """A three-contract yes order at $0.42, fill_or_kill."""
-    fields: dict[str, Any] = {
-        "ticker": "KXTEST-26JAN01-T1",
-        "client_order_id": client_order_id,
-        "side": "bid",
-        "count": 3,
-        "price": "0.4200",
-        "time_in_force": "fill_or_kill",
-        "self_trade_prevention_type": "taker_at_cross",
-        "exchange_index": 0,
-    }
-    fields.update(overrides)
-    return OrderSpec(**fields)
-
-
-@asynccontextmanager
-async def transport(
-    exchange: FakeExchange, credentials: FakeCredentials
-) -> AsyncIterator[ExchangeClient]:
-    """The real transport, pre-warmed against ``exchange``."""
-    with trio.fail_after(10):
-        async with open_exchange(fake_endpoint(exchange, credentials)) as client:
-            yield client
+from tests.support.orders import spec, transport
 
 
 @asynccontextmanager

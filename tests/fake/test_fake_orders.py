@@ -11,8 +11,6 @@ import signal
 import ssl
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -39,9 +37,7 @@ from executor.fake.account import ORDERS_PATH as FAKE_ORDERS_PATH
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault, never_fill
 from executor.fake.orders import ORDERS_PAGE_SIZE
 from executor.signer import KalshiSigner
-from tests.support.inprocess import fake_endpoint
-
-TICKER = "KXTEST-26JAN01-T1"
+from tests.support.orders import TICKER, spec, transport
 
 PUBLISHED_ORDER_FIELDS = {
     "order_id",
@@ -63,32 +59,6 @@ PUBLISHED_ORDER_FIELDS = {
     "maker_fill_cost_dollars",
 }
 """The ``Order`` schema's required fields (get-orders.yaml): every listed order must carry them."""
-
-
-def spec(client_order_id: str, **overrides: Any) -> OrderSpec:
-    """A three-contract yes order at $0.42 on ``TICKER``, fill_or_kill."""
-    fields: dict[str, Any] = {
-        "ticker": TICKER,
-        "client_order_id": client_order_id,
-        "side": "bid",
-        "count": 3,
-        "price": "0.4200",
-        "time_in_force": "fill_or_kill",
-        "self_trade_prevention_type": "taker_at_cross",
-        "exchange_index": 0,
-    }
-    fields.update(overrides)
-    return OrderSpec(**fields)
-
-
-@asynccontextmanager
-async def transport(
-    exchange: FakeExchange, credentials: FakeCredentials
-) -> AsyncIterator[ExchangeClient]:
-    """The real transport, pre-warmed against ``exchange``."""
-    with trio.fail_after(10):
-        async with open_exchange(fake_endpoint(exchange, credentials)) as client:
-            yield client
 
 
 async def place(client: ExchangeClient, order: OrderSpec) -> dict[str, Any]:
