@@ -10,6 +10,6 @@ start-up) and ``order_request`` (the request type the exchange layer is handed).
 
 Pure and synchronous at fire time (the kill switch reads one file, cached; the risk gate reads the
 wall clock); no sockets, no telemetry, no logging. May import the foundation (``executor.clock``,
-``executor.logs``) and ``executor.wire.protocol`` (the wake it decides on); nothing from the
-exchange, recording or service layers.
+``executor.logs``), ``executor.wire.protocol`` (the wake it decides on) and, for the warm start's
+read only, ``executor.recording.database``; nothing from the exchange or service layers.
 """

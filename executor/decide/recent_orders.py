@@ -7,13 +7,12 @@ caller runs it in a worker thread before the socket is bound, and hands the resu
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from executor.decide.risk_limits import DAY_MS
+from executor.recording.database import read_orders_fired
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,16 +44,7 @@ def load_recent_orders(db_path: Path, now_ms: int) -> list[PastOrder]:
     Raises:
         sqlite3.Error: the file exists but cannot be read (corrupt, locked past the timeout).
     """
-    if not db_path.exists():
-        return []
-    uri = f"{db_path.resolve().as_uri()}?mode=ro"
-    with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
-        (has_table,) = connection.execute(
-            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'orders_fired'"
-        ).fetchone()
-        if not has_table:
-            return []
-        rows = connection.execute(_RECENT_ORDERS_SQL, (now_ms - DAY_MS,)).fetchall()
+    rows = read_orders_fired(db_path, _RECENT_ORDERS_SQL, (now_ms - DAY_MS,))
     return [
         PastOrder(
             ticker=str(ticker),

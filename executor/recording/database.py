@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import structlog
 
@@ -153,3 +153,26 @@ def close_database(connection: sqlite3.Connection, path: Path) -> None:
         connection.close()
     except WRITE_ERRORS as error:
         logger.warning("telemetry database close failed", path=str(path), error=str(error))
+
+
+def read_orders_fired(
+    path: Path, sql: str, parameters: tuple[object, ...]
+) -> list[tuple[Any, ...]]:
+    """Run one query over ``orders_fired`` on a read-only connection (blocking).
+
+    A missing file, or a file without the table (an executor that never had an exchange), gives
+    ``[]``: nothing was ordered.
+
+    Raises:
+        sqlite3.Error: the file exists but cannot be read (corrupt, locked past the timeout).
+    """
+    if not path.exists():
+        return []
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
+        (has_table,) = connection.execute(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'orders_fired'"
+        ).fetchone()
+        if not has_table:
+            return []
+        return connection.execute(sql, parameters).fetchall()

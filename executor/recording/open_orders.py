@@ -23,12 +23,10 @@ warm start reads the table.
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
 from pathlib import Path
 from typing import Any, Final
 
-from executor.recording.database import close_database, open_database
+from executor.recording.database import close_database, open_database, read_orders_fired
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 from executor.recording.sqlite_writer import BatchOutcome, write_batch
 
@@ -98,19 +96,11 @@ def load_open_orders(db_path: Path, since_ms: int) -> list[OrderRow]:
     Raises:
         sqlite3.Error: the file exists but cannot be read.
     """
-    if not db_path.exists():
-        return []
-    uri = f"{db_path.resolve().as_uri()}?mode=ro"
-    with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
-        (has_table,) = connection.execute(
-            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'orders_fired'"
-        ).fetchone()
-        if not has_table:
-            return []
-        rows = connection.execute(
-            _OPEN_ORDERS_SQL,
-            (since_ms, len(OUTCOME_UNKNOWN_PREFIX), OUTCOME_UNKNOWN_PREFIX, CANCELLED_AT_SHUTDOWN),
-        ).fetchall()
+    rows = read_orders_fired(
+        db_path,
+        _OPEN_ORDERS_SQL,
+        (since_ms, len(OUTCOME_UNKNOWN_PREFIX), OUTCOME_UNKNOWN_PREFIX, CANCELLED_AT_SHUTDOWN),
+    )
     names = [name.strip() for name in _COLUMNS.split(",")]
     opened: list[OrderRow] = []
     for values in rows:
