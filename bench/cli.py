@@ -9,19 +9,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-from bench.burst import (
-    burst_lines,
-    single_connection_throughput,
-    throughput_lines,
-    write_burst,
-    write_throughput,
-)
-from bench.fire import FIRE_STAGES, FireRunFacts, run_fire_all
-from bench.fire_report import fire_lines
-from bench.fireclient import FirePlan
+from bench.clients.fire import FirePlan
 from bench.placement import default_placements, placed_all
 from bench.processes import BenchError, executor_spec
-from bench.report import (
+from bench.reports.fire import fire_lines
+from bench.reports.output import (
     RATIO_HEADER,
     append_history,
     machine_facts,
@@ -31,8 +23,16 @@ from bench.report import (
     write_summary,
 )
 from bench.runner import BURST_CLIENTS, CLIENT_SPANS, Series, run_all
-from bench.saturation import run_saturation, saturation_lines, write_saturation
-from bench.throughput import sweep
+from bench.scenarios.burst import (
+    burst_lines,
+    single_connection_throughput,
+    throughput_lines,
+    write_burst,
+    write_throughput,
+)
+from bench.scenarios.fire import FIRE_STAGES, FireRunFacts, run_fire_all
+from bench.scenarios.saturation import run_saturation, saturation_lines, write_saturation
+from bench.scenarios.throughput import sweep
 
 DEFAULT_HISTORY: Final = Path("bench/history.csv")
 DEFAULT_RESULTS: Final = Path("bench/results")
@@ -49,7 +49,7 @@ returned; never waits for the ack), decode, encode_ack, sign (in-process loops).
 
 Each configuration (executor x client) runs --runs times, interleaved and rotated;
 --warmup frames are discarded, --iterations kept; percentiles p50/p90/p99 by the
-type-7 estimator (bench.stats.percentile). A run whose wake_recv row count differs
+type-7 estimator (bench.reports.stats.percentile). A run whose wake_recv row count differs
 from the frames sent is an error (non-zero exit). Prints one line per configuration
 and span (median across runs, with min/median/max across runs; n; warm-up; runs),
 then the ratios of each executor's wake_recv and roundtrip median p50 to trio's.
@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_names,
         default=["trio", "asyncio", "uvloop"],
         help="comma list of trio (python -m executor serve), asyncio and uvloop (the"
-        " bench.baseline executor), cmd:COMMAND (any binary taking --socket and"
+        " bench.baselines.executor executor), cmd:COMMAND (any binary taking --socket and"
         " --telemetry-db); default trio,asyncio,uvloop",
     )
     parser.add_argument(

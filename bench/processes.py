@@ -63,7 +63,7 @@ def executor_spec(name: str) -> ExecutorSpec:
     if name == "trio":
         return ExecutorSpec(name, (python, "-m", "executor", "serve"))
     if name in ("asyncio", "uvloop"):
-        return ExecutorSpec(name, (python, "-m", "bench.baseline", "--loop", name))
+        return ExecutorSpec(name, (python, "-m", "bench.baselines.executor", "--loop", name))
     if name.startswith("cmd:") and name[4:].strip():
         return ExecutorSpec(name, tuple(shlex.split(name[4:])))
     raise BenchError(f"unknown executor {name!r} (trio, asyncio, uvloop or cmd:COMMAND)")

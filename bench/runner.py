@@ -12,8 +12,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from bench.client import BURST_KINDS
-from bench.components import time_components
+from bench.clients.latency import BURST_KINDS
 from bench.processes import (
     COMPLETION_TIMEOUT_S,
     BenchError,
@@ -23,6 +22,7 @@ from bench.processes import (
     read_wake_recv_us,
     wait_for_rows,
 )
+from bench.scenarios.components import time_components
 
 CLIENT_SPANS: Final = {
     "blocking": "roundtrip",
@@ -68,7 +68,7 @@ def run_client(
     Raises:
         BenchError: the client failed or reported a different number of frames.
     """
-    command = [sys.executable, "-m", "bench.client", kind, "--socket", socket_path]
+    command = [sys.executable, "-m", "bench.clients.latency", kind, "--socket", socket_path]
     command += ["--frames", str(frames), "--out", out_path]
     done = subprocess.run(
         command,

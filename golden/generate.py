@@ -30,7 +30,7 @@ import orjson
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from bench.stats import percentile
+from bench.reports.stats import percentile
 from executor.decide.prices import snap_to_grid
 from executor.signer import KalshiSigner
 from executor.wire.protocol import WakeAck, WakeMessage, encode_frame

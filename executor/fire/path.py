@@ -15,22 +15,22 @@ contract count, and a ``Dispatcher`` callable that places nothing by default; no
 stage rows. With an exchange (an :class:`OrderPath`) real fires are sized, gated, sent and audited
 (``executor.exchange.dispatcher``), and refusals after the snap write ``rejected`` rows.
 
-Shadow fires never delay a real one. A shadow fire has nothing to await before the lane, so it
-runs in the connection task (``fire_now``), not a task of its own: the dispatcher builds its body
-(its ``order_build`` span) and the fire path *offers* it to the shadow lane
+Shadow fires never delay a real one. A shadow fire has nothing to await before the lane, so it runs
+in the connection task (``fire_now``), not a task of its own: the dispatcher builds its body (its
+``order_build`` span) and the fire path *offers* it to the shadow lane
 (``executor.exchange.shadow_lane``): one task that signs queued shadow orders one at a time with a
 pass through the scheduler between them, by default in a worker process
 (``executor.exchange.sign_worker``: a signature holds the GIL, and on the loop it would stall every
 connection); signed on the loop instead (``--shadow-signing loop``), a real fire task waits behind
-at most one shadow signature, never a queue of them (measured by ``python -m bench.shadow_lane``;
-docs/RESULTS.md). With signatures made ahead (``executor.exchange.presign``), a shadow fire that
-finds a spare one is finished inside the offer, with no signing left to defer. Real fires never
-enter the lane: they take a presigned signature or sign in their own task, and shadow fires take
-no rate-limit token and open no connection. When the lane is full the shadow fire is skipped
-before signing, counted ``shadow_skipped`` (a subset of ``fired``), and only its ``order_build``
-row is written. tests/exchange/test_order_path.py shows the ordering: after a burst of shadow
-fires, a real order reaches the exchange before the shadow orders queued ahead of it have all been
-signed.
+at most one shadow signature, never a queue of them (measured by ``python -m
+bench.scenarios.shadow_lane``; docs/RESULTS.md). With signatures made ahead
+(``executor.exchange.presign``), a shadow fire that finds a spare one is finished inside the offer,
+with no signing left to defer. Real fires never enter the lane: they take a presigned signature or
+sign in their own task, and shadow fires take no rate-limit token and open no connection. When the
+lane is full the shadow fire is skipped before signing, counted ``shadow_skipped`` (a subset of
+``fired``), and only its ``order_build`` row is written. tests/exchange/test_order_path.py shows the
+ordering: after a burst of shadow fires, a real order reaches the exchange before the shadow orders
+queued ahead of it have all been signed.
 
 Prices that cannot be snapped (``executor.decide.prices``) are price refusals (logged, counted in
 ``refused_price``), shadow or real; a shadow fire with a finite price outside (0, 1) is still

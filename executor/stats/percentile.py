@@ -1,6 +1,6 @@
 """Percentiles exactly as the reference harness computes them (type 7, BENCH.md).
 
-One definition for the whole project: the benchmark (``bench.stats`` re-exports it) and
+One definition for the whole project: the benchmark (``bench.reports.stats`` re-exports it) and
 ``executor stats`` both use it.
 """
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-import bench.client
+import bench.clients.latency
 import bench.runner
 from bench.cli import build_parser, main
 from bench.processes import BenchError, executor_spec
-from bench.report import HISTORY_HEADER, ratio_lines
-from bench.stats import percentile
-from bench.throughput import run_rate
+from bench.reports.output import HISTORY_HEADER, ratio_lines
+from bench.reports.stats import percentile
+from bench.scenarios.throughput import run_rate
 
 UNPINNED = ["--placement", "unpinned"]
 """Placement is its own configuration (tested apart); these tests run each executor once."""
@@ -52,8 +52,8 @@ def _lossy_executor(directory: Path, drop: int) -> str:
             f"""
             import sys
             sys.path.insert(0, {str(REPO)!r})
-            import bench.baseline
-            from bench.rowwriter import RowWriter
+            import bench.baselines.executor
+            from bench.baselines.rowwriter import RowWriter
 
             original = RowWriter.record
             skipped = []
@@ -65,7 +65,7 @@ def _lossy_executor(directory: Path, drop: int) -> str:
                 original(self, row)
 
             RowWriter.record = record
-            sys.exit(bench.baseline.main(sys.argv[1:]))
+            sys.exit(bench.baselines.executor.main(sys.argv[1:]))
             """
         ),
         encoding="utf-8",
@@ -236,7 +236,7 @@ def test_burst_scenario_completes_exactly_and_writes_its_files(
         assert len(kept) == int(row["n"]) == 20
         assert float(row["p99_us"]) == percentile(kept, 0.99)
         assert float(row["max_us"]) == max(kept)
-        assert 1 <= int(row["deepest_queue"]) <= bench.client.POLLER_QUEUE
+        assert 1 <= int(row["deepest_queue"]) <= bench.clients.latency.POLLER_QUEUE
         assert float(row["frames_per_s"]) > 0
     throughput = _rows(out_dir / "r" / "throughput.csv")
     assert [r["executor"] for r in throughput] == ["trio", "uvloop"]
@@ -264,9 +264,9 @@ def _misacking_executor(directory: Path) -> str:
             f"""
             import sys
             sys.path.insert(0, {str(REPO)!r})
-            import bench.baseline
+            import bench.baselines.executor
 
-            original = bench.baseline.encode_accepted_ack
+            original = bench.baselines.executor.encode_accepted_ack
             seen = []
 
             def encode(correlation_id, received_at_ms):
@@ -275,8 +275,8 @@ def _misacking_executor(directory: Path) -> str:
                     correlation_id = "not-" + correlation_id
                 return original(correlation_id, received_at_ms)
 
-            bench.baseline.encode_accepted_ack = encode
-            sys.exit(bench.baseline.main(sys.argv[1:]))
+            bench.baselines.executor.encode_accepted_ack = encode
+            sys.exit(bench.baselines.executor.main(sys.argv[1:]))
             """
         ),
         encoding="utf-8",

@@ -15,15 +15,21 @@ from pathlib import Path
 import pytest
 import trio
 
-from bench.basefire import (
+from bench.baselines.fire import (
     BaselineConfigError,
     BaselineExchangeConfig,
     config_from_env,
     open_fire_path,
 )
+from bench.baselines.rowwriter import RowWriter, open_database
 from bench.cli import main
+from bench.clients.fire import FirePlan, fire_cid, interleaved, phase_of
+from bench.clients.frames import wake_message
 from bench.fake_process import FakeExchangeInfo
-from bench.fire import (
+from bench.processes import BenchError
+from bench.reports.output import plot_styles
+from bench.runner import Series
+from bench.scenarios.fire import (
     FIRE_STAGES,
     KINDS,
     READ_STAGES,
@@ -34,15 +40,9 @@ from bench.fire import (
     series_of,
     wait_for_fire_rows,
 )
-from bench.fireclient import FirePlan, fire_cid, interleaved, phase_of
-from bench.frames import wake_message
-from bench.order_wire import main as order_wire_main
-from bench.processes import BenchError
-from bench.report import plot_styles
-from bench.rowwriter import RowWriter, open_database
-from bench.runner import Series
-from bench.variants import VARIANTS
-from bench.variants import main as variants_main
+from bench.scenarios.order_wire import main as order_wire_main
+from bench.scenarios.variants import VARIANTS
+from bench.scenarios.variants import main as variants_main
 from executor.clock import clock_domain
 from executor.exchange.transport import (
     ExchangeEndpoint,
@@ -341,7 +341,7 @@ def test_tiny_fire_run_reads_the_trio_executors_own_stage_rows(work_dir: Path) -
 
 
 def test_variants_refuse_an_unknown_name() -> None:
-    """bench.variants names its variants and refuses anything else before starting an executor."""
+    """bench.scenarios.variants names its variants and refuses anything else before starting one."""
     assert set(VARIANTS) == {"idle-lane", "httpx-orders", "json-rows"}
     assert variants_main(["idle-lane+nonsense", "serve"]) == 2
     assert variants_main([]) == 2

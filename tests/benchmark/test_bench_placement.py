@@ -14,8 +14,8 @@ import pytest
 from bench.cli import main
 from bench.placement import CLIENT_CPU, EXECUTOR_CPU, placed, placed_all, trio_reference
 from bench.processes import BenchError, RunningExecutor, executor_spec
-from bench.report import ratio_lines
-from bench.saturation import PIPELINE_FRAMES
+from bench.reports.output import ratio_lines
+from bench.scenarios.saturation import PIPELINE_FRAMES
 
 needs_two_cpus = pytest.mark.skipif(
     not {0, 1} <= os.sched_getaffinity(0), reason="the pinned placement uses CPUs 0 and 1"

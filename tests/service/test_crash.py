@@ -15,9 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from bench.soak import LOSS_BOUND_ROWS
-from bench.soak_clients import PipelinedClient, read_ack_id, wake_frame
-from bench.soak_process import ExecutorProcess, identity_problems, ids_with_prefix, integrity_check
+from bench.clients.soak import PipelinedClient, read_ack_id, wake_frame
+from bench.scenarios.soak import LOSS_BOUND_ROWS
+from bench.scenarios.soak_process import (
+    ExecutorProcess,
+    identity_problems,
+    ids_with_prefix,
+    integrity_check,
+)
 
 
 def crash_and_restart(directory: Path, *, connections: int, acks_before_kill: int) -> int:

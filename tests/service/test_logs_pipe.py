@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from bench.soak_process import identity_problems, parse_exit_counters
+from bench.scenarios.soak_process import identity_problems, parse_exit_counters
 from executor.wire.client import ExecutorClient, connect
 from executor.wire.protocol import encode_frame
 from tests.support.inprocess import make_wake

@@ -1,7 +1,7 @@
 """Shutdown of the real executor process while connections pipeline frames at it.
 
 Each load connection has a sender thread pipelining frames and a reader thread recording every
-ack (``bench.soak_clients.PipelinedClient``); the executor is ``python -m executor serve``.
+ack (``bench.clients.soak.PipelinedClient``); the executor is ``python -m executor serve``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.soak_clients import PipelinedClient, wake_frame
-from bench.soak_process import (
+from bench.clients.soak import PipelinedClient, wake_frame
+from bench.scenarios.soak_process import (
     EXIT_SLACK_S,
     ExecutorProcess,
     identity_problems,

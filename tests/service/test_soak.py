@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.soak import Soak
+from bench.scenarios.soak import Soak
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -16,7 +16,7 @@ def test_a_short_soak_passes_and_prints_its_figures() -> None:
     """Three cycles (one of them a SIGKILL) exit 0 and print every figure the report needs."""
     options = ["--minutes", "0.01", "--load-seconds", "0.5", "--held", "5", "--seed", "3"]
     result = subprocess.run(
-        [sys.executable, "-m", "bench.soak", *options],
+        [sys.executable, "-m", "bench.scenarios.soak", *options],
         cwd=PROJECT,
         capture_output=True,
         text=True,

@@ -12,7 +12,7 @@ import time
 import trio
 import trio.testing
 
-from bench.stats import percentile
+from bench.reports.stats import percentile
 from executor.wire.client import ExecutorClient, connect
 from executor.wire.protocol import encode_frame
 from tests.support.inprocess import RunningServer, make_wake

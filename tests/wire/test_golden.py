@@ -25,7 +25,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from bench.stats import percentile
+from bench.reports.stats import percentile
 from executor.decide.prices import snap_to_grid
 from executor.signer import signing_message
 from executor.wire.protocol import (

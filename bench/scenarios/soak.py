@@ -1,7 +1,8 @@
 """A soak of the real executor process: load, fuzz, vanishing peers, restarts and one crash.
 
-Run ``python -m bench.soak --minutes M [--connections K] [--seed S]``. Until the time is up it
-repeats one cycle against a fresh ``python -m executor serve`` on the same socket and database:
+Run ``python -m bench.scenarios.soak --minutes M [--connections K] [--seed S]``. Until the time
+is up it repeats one cycle against a fresh ``python -m executor serve`` on the same socket and
+database:
 
 - **load**: K connections pipeline valid frames, each with a reader thread recording its acks;
 - **fuzz**: mutated frames with correct length prefixes, each of which must get exactly one ack;
@@ -16,8 +17,8 @@ succeed on the same paths, the database must pass ``PRAGMA integrity_check``, an
 whose rows never reached the file are counted (``rows lost``). Exit status is 1 on any failure.
 
 The pieces live in their own modules and are used by the reliability tests too: the executor
-process, its exit counters and the database read-backs in ``bench.soak_process``; the load, fuzz
-and vanishing-peer clients in ``bench.soak_clients``.
+process, its exit counters and the database read-backs in ``bench.scenarios.soak_process``; the
+load, fuzz and vanishing-peer clients in ``bench.clients.soak``.
 """
 
 from __future__ import annotations
@@ -35,14 +36,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from bench.soak_clients import (
+from bench.clients.soak import (
     FuzzResult,
     PipelinedClient,
     connect_client,
     fuzz_round,
     vanishing_peer,
 )
-from bench.soak_process import (
+from bench.scenarios.soak_process import (
     ExecutorProcess,
     identity_problems,
     ids_with_prefix,
@@ -260,7 +261,7 @@ def _soak_directory() -> Iterator[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.scenarios.soak", description=__doc__)
     parser.add_argument("--minutes", type=float, required=True, help="how long to keep cycling")
     parser.add_argument("--connections", type=int, default=4, help="load connections (default 4)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the fuzz and the peers")

@@ -1,4 +1,4 @@
-"""Benchmark clients, each run as its own process: ``python -m bench.client KIND ...``.
+"""Benchmark clients, each run as its own process: ``python -m bench.clients.latency KIND ...``.
 
 Latency kinds send ``--frames`` frames paced one at a time and write one duration in nanoseconds
 per line to ``--out`` (warm-up included; the harness drops it):
@@ -34,7 +34,7 @@ from typing import Final
 
 import trio
 
-from bench.frames import body_length, correlation_id, wake_frame, wake_message
+from bench.clients.frames import body_length, correlation_id, wake_frame, wake_message
 from executor.wire.protocol import WakeMessage, decode_wake_ack, encode_frame
 
 POLLER_QUEUE: Final = 64
@@ -250,7 +250,7 @@ def run_flood(socket_path: str, seconds: float, rate: float, batch: int = 1) -> 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one client kind and write its durations (or counts) where asked."""
-    parser = argparse.ArgumentParser(prog="python -m bench.client", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.clients.latency", description=__doc__)
     parser.add_argument(
         "kind", choices=("blocking", "asyncio", "trio", "flood", *BURST_KINDS)
     )

@@ -1,4 +1,4 @@
-"""The fire-path client: ``python -m bench.fireclient --socket S [plan flags]``, its own process.
+"""The fire-path client: ``python -m bench.clients.fire --socket S [plan flags]``, its own process.
 
 Every wake carries ``recv_ns``, this client's ``time.perf_counter_ns()`` taken at the moment it
 "received the market event", just before it builds the wake, and this host's ``clock_domain``, so
@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator
 from typing import Final
 
-from bench.frames import body_length, wake_message
+from bench.clients.frames import body_length, wake_message
 from executor.clock import clock_domain
 from executor.wire.protocol import decode_wake_ack, encode_frame
 
@@ -74,7 +74,7 @@ class FirePlan:
         }
 
     def argv(self) -> list[str]:
-        """The flags that make ``python -m bench.fireclient`` follow this plan."""
+        """The flags that make ``python -m bench.clients.fire`` follow this plan."""
         return [
             "--warmup", str(self.warmup),
             "--shadow", str(self.shadow),
@@ -194,7 +194,7 @@ def run_plan(socket_path: str, plan: FirePlan, domain: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the plan the flags describe; 0 when every ack came back accepted and in order."""
-    parser = argparse.ArgumentParser(prog="python -m bench.fireclient", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.clients.fire", description=__doc__)
     parser.add_argument("--socket", required=True, help="executor's Unix socket")
     parser.add_argument("--warmup", type=int, default=FirePlan.warmup)
     parser.add_argument("--shadow", type=int, default=FirePlan.shadow)
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run_plan(args.socket, plan, domain)
     except (OSError, RuntimeError) as error:
-        print(f"bench.fireclient: {error}", file=sys.stderr)
+        print(f"bench.clients.fire: {error}", file=sys.stderr)
         return 1
     return 0
 

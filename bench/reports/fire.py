@@ -1,9 +1,10 @@
 """What a fire-path run prints: its comparisons, as lines beside the percentile table.
 
-From the ``Series`` and ``FireRunFacts`` of ``bench.fire``: trio's median percentiles over each
-other executor's (``detect_wire``, the derived ``wire_ack``, ``detect_fire``), each executor's
-burst over quiet p99, the sign's share of ``detect_fire``, and how many burst shadow fires were
-signed rather than skipped. Ratios within one invocation, so the machine's load cancels out.
+From the ``Series`` and ``FireRunFacts`` of ``bench.scenarios.fire``: trio's median percentiles
+over each other executor's (``detect_wire``, the derived ``wire_ack``, ``detect_fire``), each
+executor's burst over quiet p99, the sign's share of ``detect_fire``, and how many burst shadow
+fires were signed rather than skipped. Ratios within one invocation, so the machine's load cancels
+out.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 
-from bench.fire import KINDS, WIRE_ACK, FireRunFacts
+from bench.reports.stats import percentile
 from bench.runner import Series
-from bench.stats import percentile
+from bench.scenarios.fire import KINDS, WIRE_ACK, FireRunFacts
 
 
 def _median_percentile(items: Sequence[Series], p: float) -> float:

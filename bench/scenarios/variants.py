@@ -1,10 +1,11 @@
 """Experiments, not product: ``executor serve`` with one change patched in, for A/B runs.
 
-``python -m bench.variants VARIANT[+VARIANT...] serve ARGS...`` applies the named patches, then runs
-the real ``executor.cli.main``. Run beside the unpatched executor through ``cmd:``, e.g.::
+``python -m bench.scenarios.variants VARIANT[+VARIANT...] serve ARGS...`` applies the named
+patches, then runs the real ``executor.cli.main``. Run beside the unpatched executor through
+``cmd:``, e.g.::
 
     python -m bench --fire-only \\
-        --executors "trio,uvloop,cmd:.venv/bin/python -m bench.variants idle-lane serve"
+        --executors "trio,uvloop,cmd:.venv/bin/python -m bench.scenarios.variants idle-lane serve"
 
 so that RESULTS.md can say what a change to the fire path would buy, measured in the same run,
 before anyone changes the executor. Variants:
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or any(name not in VARIANTS for name in args[0].split("+")):
         print(
-            f"usage: python -m bench.variants {{{'|'.join(VARIANTS)}}}[+...] serve ARGS",
+            f"usage: python -m bench.scenarios.variants {{{'|'.join(VARIANTS)}}}[+...] serve ARGS",
             file=sys.stderr,
         )
         return 2

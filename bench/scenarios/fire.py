@@ -3,10 +3,10 @@
 The harness starts one ``python -m executor.fake`` process per invocation (``bench.fake_process``)
 and hands every executor the reference's variables for it (real mode: the same code that would talk
 to Kalshi), with risk limits raised so the gate never refuses while its arithmetic still runs. A
-fire client (``bench.fireclient``) sends the quiet and shadow-burst phases; the executor's own
+fire client (``bench.clients.fire``) sends the quiet and shadow-burst phases; the executor's own
 ``latency_events`` stage rows are read back and become ``Series`` whose ``client`` is the kind
 (``fire:shadow``, ``fire:real``, ``burst:shadow``, ``burst:real``) and whose ``span`` is exactly
-the stage name; the comparisons printed from them are ``bench.fire_report``'s.
+the stage name; the comparisons printed from them are ``bench.reports.fire``'s.
 Method and spans: docs/BENCHMARK.md, addendum 2026-11-30.
 """
 
@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
+from bench.clients.fire import KIND_OF_PHASE, REAL_PHASES, FirePlan, phase_of
 from bench.fake_process import FakeExchangeInfo, FakeExchangeProcess
-from bench.fireclient import KIND_OF_PHASE, REAL_PHASES, FirePlan, phase_of
 from bench.processes import (
     COMPLETION_TIMEOUT_S,
     POLL_INTERVAL_S,
@@ -227,7 +227,7 @@ def run_fire_configuration(
         socket_path = os.path.join(directory, "x.sock")
         database_path = os.path.join(directory, "telemetry.db")
         with RunningExecutor(spec, socket_path, database_path, env=env) as executor:
-            command = [sys.executable, "-m", "bench.fireclient", "--socket", socket_path]
+            command = [sys.executable, "-m", "bench.clients.fire", "--socket", socket_path]
             done = subprocess.run(
                 command + plan.argv(), capture_output=True, text=True, timeout=FIRE_CLIENT_TIMEOUT_S
             )

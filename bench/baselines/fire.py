@@ -40,7 +40,7 @@ from typing import Final
 
 import aiohttp
 
-from bench.rowwriter import RowWriter
+from bench.baselines.rowwriter import RowWriter
 from executor.clock import clock_domain
 from executor.exchange.transport import BALANCE_PATH, ORDER_PATH, OrderSpec, OrderStamps, order_body
 from executor.signer import HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP, KalshiSigner

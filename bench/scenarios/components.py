@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.frames import correlation_id, wake_frame
+from bench.clients.frames import correlation_id, wake_frame
 from executor.wire.protocol import decode_wake_message, encode_accepted_ack
 
 SIGN_METHOD = "GET"

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from bench.placement import trio_reference
+from bench.reports.stats import percentile
 from bench.runner import Series
-from bench.stats import percentile
 
 PERCENTILES: Final = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 SUMMARY_HEADER: Final = (
@@ -70,7 +70,7 @@ def platform_tag() -> str:
 
 
 def percentiles_of(samples: Sequence[float]) -> dict[str, float]:
-    """p50/p90/p99 of one series, each from ``bench.stats.percentile``."""
+    """p50/p90/p99 of one series, each from ``bench.reports.stats.percentile``."""
     return {name: percentile(samples, p) for name, p in PERCENTILES}
 
 
@@ -222,7 +222,7 @@ def _short_name(executor: str) -> str:
     if not executor.startswith("cmd:"):
         return executor
     words = executor[len("cmd:") :].split()
-    if len(words) >= 4 and words[1:3] == ["-m", "bench.variants"]:
+    if len(words) >= 4 and words[1:3] == ["-m", "bench.scenarios.variants"]:
         return f"trio [{words[3]}]"
     if len(words) >= 3 and words[1:3] == ["-m", "executor"]:
         return "trio " + " ".join(words[4:]) if len(words) > 4 else "trio"

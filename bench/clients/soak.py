@@ -19,7 +19,7 @@ from typing import Final
 
 import orjson
 
-from bench.frames import wake_message
+from bench.clients.frames import wake_message
 from executor.wire.protocol import PREFIX_BYTES, decode_wake_ack, encode_frame
 
 CLIENT_TIMEOUT_S: Final = 30.0

@@ -30,7 +30,7 @@ from bench.processes import (
     pin_child,
     read_wake_recv_us,
 )
-from bench.stats import percentile
+from bench.reports.stats import percentile
 
 SETTLE_S: Final = 1.0
 """A row count unchanged this long (s) after the clients exit is taken as final."""
@@ -117,7 +117,8 @@ def run_rate(
         database_path = os.path.join(directory, "telemetry.db")
         with RunningExecutor(spec, socket_path, database_path) as executor:
             per_connection = rate / connections if rate > 0 else 0.0
-            command = [sys.executable, "-m", "bench.client", "flood", "--socket", socket_path]
+            command = [sys.executable, "-m", "bench.clients.latency", "flood"]
+            command += ["--socket", socket_path]
             command += ["--seconds", str(seconds), "--rate", str(per_connection)]
             command += ["--batch", str(batch)]
             clients = [

@@ -16,9 +16,9 @@ from typing import Final
 
 from bench.placement import trio_reference
 from bench.processes import ExecutorSpec
-from bench.report import percentiles_of
+from bench.reports.output import percentiles_of
 from bench.runner import BURST_CLIENTS, Series
-from bench.throughput import ThroughputResult, run_rate
+from bench.scenarios.throughput import ThroughputResult, run_rate
 
 BURST_HEADER: Final = (
     "run",

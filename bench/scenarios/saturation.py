@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Final
 
 from bench.processes import ExecutorSpec
-from bench.throughput import ThroughputResult, run_rate
+from bench.scenarios.throughput import ThroughputResult, run_rate
 
 PIPELINE_FRAMES: Final = 64
 """Frames per client write (frames): the issue's pipelining client."""

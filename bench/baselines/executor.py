@@ -5,12 +5,12 @@ project's strict decoder, so the decoder is not a difference between executors),
 of the ack then ``await writer.drain()``, stop the clock, hand the ``wake_recv`` row to the writer
 thread, then ``asyncio.create_task`` the fire: a no-op dispatch, or, when ``KALSHI_API_KEY_ID`` and
 ``KALSHI_PRIVATE_KEY_PATH`` are set, the reference's signed order path over aiohttp
-(``bench.basefire``). Nothing is tuned away: the selector
+(``bench.baselines.fire``). Nothing is tuned away: the selector
 transport's 256 KiB read buffer stays, because that is what the reference's shape costs.
 
-Run: ``python -m bench.baseline --socket S --telemetry-db D [--loop asyncio|uvloop]``. SIGTERM or
-SIGINT stops accepting, closes connections, writes every queued row and prints the counters in the
-C++ port's format on stderr.
+Run: ``python -m bench.baselines.executor --socket S --telemetry-db D [--loop asyncio|uvloop]``.
+SIGTERM or SIGINT stops accepting, closes connections, writes every queued row and prints the
+counters in the C++ port's format on stderr.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ import sys
 import time
 from typing import Final
 
-from bench.basefire import (
+from bench.baselines.fire import (
     BaselineConfigError,
     BaselineExchangeConfig,
     BaselineFirePath,
     config_from_env,
     open_fire_path,
 )
-from bench.rowwriter import RowWriter
+from bench.baselines.rowwriter import RowWriter
 from executor.wire.protocol import (
     DecodeError,
     FrameTooLargeError,
@@ -161,7 +161,7 @@ class BaselineExecutor:
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m bench.baseline",
+        prog="python -m bench.baselines.executor",
         description="asyncio baseline executor with the reference's loop shape (benchmark only)",
     )
     parser.add_argument("--socket", required=True, help="Unix socket path to listen on")
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         exchange = config_from_env(os.environ)
     except BaselineConfigError as error:
-        print(f"bench.baseline: {error}", file=sys.stderr)
+        print(f"bench.baselines.executor: {error}", file=sys.stderr)
         return 2
     rows = RowWriter(args.telemetry_db)
     executor = BaselineExecutor(rows, exchange)
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             asyncio.run(executor.serve(args.socket))
     except BaselineConfigError as error:
-        print(f"bench.baseline: {error}", file=sys.stderr)
+        print(f"bench.baselines.executor: {error}", file=sys.stderr)
         return 2
     finally:
         rows.close()
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         f = executor.fire_path.counters
         fired, refused_price, dispatch_errors = f.fired, f.refused_price, f.dispatch_errors
         if f.last_error:
-            print(f"bench.baseline: last dispatch error: {f.last_error}", file=sys.stderr)
+            print(f"bench.baselines.executor: last dispatch error: {f.last_error}", file=sys.stderr)
     print(
         f"frames={c.frames} accepted={c.accepted} rejected={c.rejected} fired={fired}"
         f" refused_price={refused_price} refused_kill_switch=0 unacked={c.unacked}"
