@@ -4,7 +4,7 @@ Reconciliation (``executor.exchange.reconcile``) needs one thing from the exchan
 ``client_order_id`` values on one ticker, the order as the exchange has it. :func:`find_orders`
 pages through ``GET /trade-api/v2/portfolio/orders?ticker=..&min_ts=..`` (signed; ``cursor``
 followed) until every id asked about is found or the pages end, and :func:`parse_exchange_order`
-turns each published ``Order`` (``../shared/reference/kalshi-openapi/get-orders.yaml``) into the
+turns each published ``Order`` (``tests/published/kalshi-openapi/get-orders.yaml``) into the
 values an ``orders_fired`` row holds, in the fixed-point form the order response uses:
 
 - status: ``executed`` or any fill -> ``filled``; ``resting`` -> ``accepted``; ``canceled`` with

@@ -3,7 +3,7 @@
 Every order the fake places is kept here as a :class:`BookOrder` (its own record, apart from the
 response object the order endpoint answers with): what it was asked, what filled, what it cost and
 when it was made, so the orders endpoint can page through them the way the published
-``GetOrdersResponse`` describes (``../shared/reference/kalshi-openapi/get-orders.yaml``) with the
+``GetOrdersResponse`` describes (``tests/published/kalshi-openapi/get-orders.yaml``) with the
 filters reconciliation uses (``ticker``, ``min_ts``, ``max_ts``, ``status``, ``limit``,
 ``cursor``). A resting order can later be filled or cancelled by the test (or the person) driving
 the fake, which is how a good_till_canceled order is followed to its end.

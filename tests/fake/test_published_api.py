@@ -1,9 +1,9 @@
 """Every answer of the fake exchange validates against Kalshi's published OpenAPI.
 
-The schema files are read in place from ``../shared/reference/kalshi-openapi/`` (they are Kalshi's;
-nothing is copied). Validation is strict (no property the schema does not declare) except for the
-published 429 example, which is not in the ``ErrorResponse`` shape. Requests go over real TLS,
-signed, through a bare httpx client, so each test sees the exact bytes the fake sent.
+The schema files are Kalshi's, vendored unchanged in ``tests/published/kalshi-openapi/``. Validation
+is strict (no property the schema does not declare) except for the published 429 example, which is
+not in the ``ErrorResponse`` shape. Requests go over real TLS, signed, through a bare httpx client,
+so each test sees the exact bytes the fake sent.
 """
 
 from __future__ import annotations

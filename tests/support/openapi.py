@@ -1,7 +1,8 @@
-"""Validate a response body against Kalshi's published OpenAPI, read in place from shared/.
+"""Validate a response body against Kalshi's published OpenAPI, vendored in ``tests/published/``.
 
-The schema files live in ``../shared/reference/kalshi-openapi/`` beside the checkout (they are
-Kalshi's, never copied into the project). Each holds one operation; :func:`validate_response`
+The schema files are Kalshi's, vendored unchanged in ``tests/published/kalshi-openapi/`` with
+their source line first (``tests/published/README.md``), so the suite needs nothing beside the
+checkout. Each holds one operation; :func:`validate_response`
 finds the file for ``(path, method)``, follows the operation's response for ``status`` (a
 ``$ref`` into ``components/responses`` included) and validates the JSON body against its schema,
 resolving ``$ref`` within the same file. The documents are OpenAPI 3.0 (``nullable``), so the
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,13 +26,8 @@ import yaml
 from jsonschema.exceptions import ValidationError
 from openapi_schema_validator import OAS30Validator
 
-SPEC_DIR = Path(
-    os.environ.get(
-        "KALSHI_OPENAPI_DIR",
-        Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "kalshi-openapi",
-    )
-)
-"""Where the published schema files are (``KALSHI_OPENAPI_DIR`` overrides the default)."""
+SPEC_DIR = Path(__file__).resolve().parents[1] / "published" / "kalshi-openapi"
+"""Where the vendored published schema files are."""
 
 API_PREFIX = "/trade-api/v2"
 """The servers' base path: request paths carry it, the documents' ``paths`` do not."""
@@ -52,7 +47,7 @@ def operations() -> dict[tuple[str, str], Operation]:
     """Every ``(path without the prefix, METHOD)`` documented in the schema files."""
     files = sorted(SPEC_DIR.glob("*.yaml"))
     if not files:
-        pytest.fail(f"no published OpenAPI files in {SPEC_DIR} (set KALSHI_OPENAPI_DIR)")
+        pytest.fail(f"no published OpenAPI files in {SPEC_DIR}: the vendored copies are missing")
     found: dict[tuple[str, str], Operation] = {}
     for source in files:
         document = yaml.safe_load(source.read_text(encoding="utf-8"))
