@@ -5,14 +5,14 @@ A real HTTPS server on Trio: a per-run CA and a certificate for 127.0.0.1/localh
 hand). Every request's RSA-PSS signature is checked with the public key only, independently of
 ``executor.signer``, and its timestamp must be fresh; a failure answers 401.
 
-It speaks the endpoints the executor uses (orders, balance, positions, the orders list), keeps an
-account that fills debit, records every request it receives, and answers injected faults one per
-order request.
+It speaks the endpoints the executor uses (orders, balance, positions, the orders list, one order,
+the user data timestamp), keeps an account that fills debit, lists orders a settable lag late,
+records every request it receives, and answers injected faults one per order request.
 
 Run it from a shell::
 
     python -m executor.fake --port 8443 [--dir D] [--balance-cents N] [--fill-rule kill]
-        [--fault hang-after-place ...]
+        [--fault hang-after-place ...] [--listing-lag-s 7.5]
 
 It prints one JSON line (base_url, key_id, private_key_path, ca_file) once serving and runs until
 SIGINT or SIGTERM.
@@ -24,21 +24,16 @@ import base64
 import binascii
 import http
 import itertools
-import os
-import ssl
-import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final, Literal
 
 import h11
 import structlog
 import trio
-import trustme
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from executor.clock import wall_ms
@@ -53,6 +48,7 @@ from executor.fake.account import (
     error_body,
     never_fill,
 )
+from executor.fake.credentials import FakeCredentials
 
 __all__ = [
     "BALANCE_PATH",
@@ -91,10 +87,11 @@ class Fault:
     a published ``ErrorResponse`` body, ``{"code", "message"}``; a 429 without a ``code`` or
     ``message`` answers the published example ``{"error": "too many requests"}``); ``drop``
     (close the connection unanswered);
-    ``hang`` (never answer; the connection closes when the client gives up); ``duplicate`` (apply
-    the order twice, as a network that repeats a request would: the second finds the
-    ``client_order_id`` and answers the same order, the account moves once). ``place`` makes a
-    ``drop`` or ``hang`` place the order first (the ambiguous outcome a timeout stands for).
+    ``hang`` (never answer; the connection closes when the client gives up); ``duplicate`` (the
+    request arrives twice, as through a network that repeats it: the first places the order, the
+    client hears the second's answer, a 409 for the ``client_order_id`` already used). ``place``
+    makes a ``drop`` or ``hang`` place the order first (the ambiguous outcome a timeout stands
+    for).
     """
 
     kind: FaultKind
@@ -121,67 +118,6 @@ class ReceivedRequest:
     fault: FaultKind | None = None
 
 
-@dataclass
-class FakeCredentials:
-    """A throwaway world for one run: an API key pair and a CA the executor must trust.
-
-    Attributes:
-        key_id: the API key id.
-        private_key_path: RSA-2048 PKCS#8 PEM, mode 0600 (the executor signs with it).
-        ca_file: the CA certificate (PEM) the executor verifies the fake's TLS with.
-        server_pem: the fake's certificate chain and its key (PEM, mode 0600).
-    """
-
-    key_id: str
-    private_key_path: Path
-    ca_file: Path
-    server_pem: Path | None = None
-
-    @classmethod
-    def generate(cls, directory: Path) -> FakeCredentials:
-        """Write a fresh key, CA and server certificate into ``directory`` (blocking: ~0.1 s)."""
-        directory.mkdir(parents=True, exist_ok=True)
-        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        private_key_path = directory / "api-key.pem"
-        _write_private(
-            private_key_path,
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            ),
-        )
-        authority = trustme.CA(organization_name="trio-executor fake exchange")
-        ca_file = directory / "ca.pem"
-        ca_file.write_bytes(authority.cert_pem.bytes())
-        leaf = authority.issue_cert("127.0.0.1", "localhost")
-        server_pem = directory / "server.pem"
-        _write_private(server_pem, leaf.private_key_and_cert_chain_pem.bytes())
-        return cls(str(uuid.uuid4()), private_key_path, ca_file, server_pem)
-
-    def public_key(self) -> rsa.RSAPublicKey:
-        """The public half of the API key: all the fake keeps to verify with (blocking)."""
-        key = serialization.load_pem_private_key(self.private_key_path.read_bytes(), None)
-        if not isinstance(key, rsa.RSAPrivateKey):
-            raise ValueError(f"{self.private_key_path}: not an RSA key")
-        return key.public_key()
-
-    def server_context(self) -> ssl.SSLContext:
-        """The fake's server TLS context (blocking: reads ``server_pem``)."""
-        if self.server_pem is None:
-            raise ValueError("these credentials have no server certificate; use generate()")
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(self.server_pem)
-        return context
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "wb") as file:
-        os.fchmod(file.fileno(), 0o600)  # the mode above is masked by umask; this is not
-        file.write(data)
-
-
 class FakeExchange(FakeAccount):
     """The account served over HTTPS; made and served by :func:`serve_fake_exchange`.
 
@@ -202,8 +138,11 @@ class FakeExchange(FakeAccount):
         balance_cents: int = DEFAULT_BALANCE_CENTS,
         fill_rule: Callable[[dict[str, Any]], bool] = always_fill,
         freshness_s: float = DEFAULT_FRESHNESS_S,
+        listing_lag_s: float = 0.0,
     ) -> None:
-        super().__init__(balance_cents=balance_cents, fill_rule=fill_rule)
+        super().__init__(
+            balance_cents=balance_cents, fill_rule=fill_rule, listing_lag_s=listing_lag_s
+        )
         self._public_key = public_key
         self.key_id = key_id
         self.base_url = base_url
@@ -374,9 +313,12 @@ async def serve_fake_exchange(
     balance_cents: int = DEFAULT_BALANCE_CENTS,
     fill_rule: Callable[[dict[str, Any]], bool] = always_fill,
     freshness_s: float = DEFAULT_FRESHNESS_S,
+    listing_lag_s: float = 0.0,
     task_status: trio.TaskStatus[FakeExchange] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the fake on ``host:port`` (0 = any free port) until cancelled.
+
+    ``listing_lag_s``: how late the orders endpoints list what happens (``FakeAccount``).
 
     ``task_status.started`` receives the :class:`FakeExchange` once the port is listening.
     """
@@ -391,6 +333,7 @@ async def serve_fake_exchange(
         balance_cents=balance_cents,
         fill_rule=fill_rule,
         freshness_s=freshness_s,
+        listing_lag_s=listing_lag_s,
     )
     tls_listeners = [trio.SSLListener(lst, context, https_compatible=True) for lst in listeners]
     task_status.started(exchange)
