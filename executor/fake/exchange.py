@@ -90,8 +90,8 @@ class Fault:
     ``hang`` (never answer; the connection closes when the client gives up); ``duplicate`` (the
     request arrives twice, as through a network that repeats it: the first places the order, the
     client hears the second's answer, a 409 for the ``client_order_id`` already used). ``place``
-    makes a ``drop`` or ``hang`` place the order first (the ambiguous outcome a timeout stands
-    for).
+    makes a ``drop``, ``hang`` or ``status`` fault place the order first (the ambiguous outcomes:
+    a timeout, a lost connection, a 5xx or a 2xx error body from an exchange that took it).
     """
 
     kind: FaultKind
@@ -250,6 +250,8 @@ class FakeExchange(FakeAccount):
         if fault is not None and kind == "latency":
             await trio.sleep(fault.seconds)
         if fault is not None and kind == "status":
+            if fault.place and record.auth_error is None:
+                self.answer(*request)
             if fault.status == 429 and not (fault.code or fault.message):
                 return 429, TOO_MANY_REQUESTS_BODY
             code = fault.code or _reason(fault.status).lower().replace(" ", "_")
