@@ -182,8 +182,10 @@ async def test_the_signed_timestamp_is_read_after_the_rate_limit_wait(
     bucket = TokenBucket(capacity=10, refill_per_s=10 / HELD_S)
     endpoint = fake_endpoint(fake_exchange, fake_credentials)
     async with open_exchange(endpoint, limiter=bucket) as client:
+        # Before the first order: the bucket drains after this, so its refill for the second
+        # order cannot end before this plus the wait, however long the first order's round trip.
+        started_ms = wall_ms()
         await client.place_order(order_body(spec("first", count=1)), OrderStamps(), dry_run=False)
-        started_ms = wall_ms()  # the bucket is drained now
         await client.place_order(order_body(spec("second", count=1)), OrderStamps(), dry_run=False)
     stamped = [
         int(request.headers[HEADER_TIMESTAMP.lower()])
