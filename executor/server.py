@@ -146,6 +146,8 @@ class ExecutorServer:
             reconcile_failed=fires.reconcile_failed,
             presigned=fires.presigned,
             signed_inline=fires.signed_inline,
+            lookups_unknown=fires.lookups_unknown,
+            orders_open=fires.orders_open,
         )
 
     @property

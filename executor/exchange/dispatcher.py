@@ -21,12 +21,13 @@ Every stamp goes into a :class:`~executor.exchange.stages.FireStamps` the caller
 dispatch that raises or is cancelled still leaves the stamps it reached for the stage rows.
 
 An order whose outcome is unknown (the transport's ``maybe_placed``: a timeout after sending, a
-connection lost after sending, a 5xx) resolves as ``error`` with ``error_message`` beginning
+connection lost after sending, a 5xx, a 409 "already exists"; or a 2xx answer without an order
+object, which says nothing of the order) resolves as ``error`` with ``error_message`` beginning
 ``"outcome unknown: "``, and then, with a reconciler, is looked up on the exchange
 (``executor.exchange.reconcile``): found, the dispatch returns the exchange's status and fill as
-if the answer had come; not found or not answerable, the original error goes on. It is never
-re-sent. An order that rests on the book (good_till_canceled) is handed to the reconciler to be
-followed.
+if the answer had come; absent or still unknown, the original error goes on (an unknown one is
+followed by the account poll). It is never re-sent. An order answered but not final (resting on
+the book, or answered without a fill count) is handed to the reconciler to be followed.
 """
 
 from __future__ import annotations
@@ -43,9 +44,11 @@ from executor.decide.decision import Order, Permission
 from executor.decide.order_request import FireRequest
 from executor.exchange.messages import (
     GOOD_TILL_CANCELED,
+    ExchangeAmbiguous,
     ExchangeError,
     OrderSpec,
     OrderStamps,
+    has_order,
     order_body,
     order_payload,
     order_status,
@@ -241,7 +244,10 @@ class OrderDispatcher:
         status = OrderStatus.ERROR
         error_message: str | None = None
         try:
-            response = await self._build_and_send(prepared, stamps)
+            answer = await self._build_and_send(prepared, stamps)
+            if not has_order(answer):  # its fill columns are not an order's: none are kept
+                raise ExchangeAmbiguous(f"answered without an order: {_quoted(answer)}")
+            response = answer
             status = order_status(response, self.policy.time_in_force)
         except trio.Cancelled:
             error_message = CANCELLED_AT_SHUTDOWN
@@ -362,6 +368,15 @@ class OrderDispatcher:
             submitted_at_ms=submitted_at_ms,
             acknowledged_at_ms=acknowledged_at_ms,
         )
+
+
+ANSWER_QUOTE_CHARS: Final = 200
+"""How much of an answer without an order its error text quotes: enough to show what came."""
+
+
+def _quoted(response: dict[str, Any]) -> str:
+    text = repr(response)
+    return text if len(text) <= ANSWER_QUOTE_CHARS else text[:ANSWER_QUOTE_CHARS] + "..."
 
 
 def _error_text(error: BaseException) -> str:

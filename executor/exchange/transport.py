@@ -11,7 +11,9 @@ file (never switched off) and are pre-warmed before the client is handed out.
 An order attempt that wrote any byte and then lost its connection raises
 :class:`ExchangeAmbiguous` (as a timeout raises :class:`ExchangeTimeout`, one of its kind): never
 retried, for reconciliation to decide. An attempt that failed before writing (a connection that
-could not be opened) is a plain, retryable :class:`ExchangeError`.
+could not be opened) is a plain, retryable :class:`ExchangeError`. A 409 on an order ("already
+exists": an earlier attempt or delivery placed it) is an :class:`ExchangeError` that says the
+order may be placed, so it is looked up, never retried.
 
 The transport knows nothing of telemetry, rows or the risk gate (a test reads the imports): it
 fills a plain :class:`OrderStamps` with ``perf_counter_ns`` stamps and its caller records them.
@@ -40,6 +42,7 @@ from executor.exchange.messages import (
     ORDER_PATH,
     ORDERS_PATH,
     POSITIONS_PATH,
+    USER_DATA_TIMESTAMP_PATH,
     ExchangeAmbiguous,
     ExchangeError,
     ExchangeTimeout,
@@ -48,7 +51,7 @@ from executor.exchange.messages import (
     RetryPolicy,
     error_text,
     order_body,
-    parse_answer,
+    parse_order_answer,
     parse_response,
 )
 from executor.exchange.order_pool import (
@@ -74,6 +77,7 @@ __all__ = [
     "ORDERS_PATH",
     "ORDER_PATH",
     "POSITIONS_PATH",
+    "USER_DATA_TIMESTAMP_PATH",
     "ExchangeAmbiguous",
     "ExchangeClient",
     "ExchangeEndpoint",
@@ -245,7 +249,7 @@ class ExchangeClient:
             self.orders.checkin(connection)
             if stamps.signature == "presigned" and self.signatures is not None:
                 self.signatures.order_done()
-        return parse_answer(status, reason, payload)
+        return parse_order_answer(status, reason, payload)
 
     async def _signature(self, stamps: OrderStamps, *, dry_run: bool) -> tuple[str, str]:
         """(timestamp, signature) of ``POST`` + the order path, stamping the ``sign`` span.

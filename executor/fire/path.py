@@ -118,6 +118,10 @@ class FireCounters:
     presigned: int = 0
     signed_inline: int = 0
     refused_audit: int = 0
+    lookups_unknown: int = 0
+    """Lookups that ended neither found nor absent (the row stays open and is asked again)."""
+    orders_open: int = 0
+    """Orders followed now because the exchange has not said how they ended (a gauge)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -204,6 +208,8 @@ class FirePath:
         if reconciler is not None:
             counts["reconciled"] = reconciler.reconciled
             counts["reconcile_failed"] = reconciler.reconcile_failed
+            counts["lookups_unknown"] = reconciler.lookups_unknown
+            counts["orders_open"] = reconciler.orders_open
         client = None if self.orders is None else self.orders.dispatcher.client
         counts["presigned"] = int(getattr(client, "presigned", 0))
         counts["signed_inline"] = int(getattr(client, "signed_inline", 0))

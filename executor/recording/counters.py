@@ -41,6 +41,10 @@ class ServerStatistics:
     signed_inline: int = 0
     refused_audit: int = 0
     """Real fires refused because the audit trail (``orders_fired``) could not be written."""
+    lookups_unknown: int = 0
+    """Order lookups that ended neither found nor absent (the row stays open, asked again)."""
+    orders_open: int = 0
+    """Orders followed now because the exchange has not said how they ended (a gauge)."""
 
     def counters_line(self) -> str:
         """The first exit line, in the C++ port's key=value format plus this executor's keys."""
@@ -56,12 +60,13 @@ class ServerStatistics:
 
     def later_counters(self) -> str:
         """The keys the exit line gained after ``log_dropped``, oldest first (reconciliation's,
-        signing ahead's, the audit trail's), which the command line prints after every older key;
-        a new key goes at the end."""
+        signing ahead's, the audit trail's, the three-state lookups'), which the command line
+        prints after every older key; a new key goes at the end."""
         return (
             f"reconciled={self.reconciled} reconcile_failed={self.reconcile_failed} "
             f"presigned={self.presigned} signed_inline={self.signed_inline} "
-            f"refused_audit={self.refused_audit}"
+            f"refused_audit={self.refused_audit} "
+            f"lookups_unknown={self.lookups_unknown} orders_open={self.orders_open}"
         )
 
 

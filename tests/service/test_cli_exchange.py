@@ -13,7 +13,13 @@ import pytest
 
 from executor.clock import clock_domain
 from tests.support.inprocess import make_wake
-from tests.support.processes import Spawner, assert_one_line_failure, exit_counters, request_all
+from tests.support.processes import (
+    LATER_SERVER_KEYS,
+    Spawner,
+    assert_one_line_failure,
+    exit_counters,
+    request_all,
+)
 
 
 @pytest.fixture
@@ -56,7 +62,8 @@ def test_fake_exchange_serve_writes_orders_and_stage_rows(
     assert server["accepted"] - server["unacked"] == server["fired"] + refused
     assert telemetry["order_rows_written"] == 2  # pending + resolution
     assert server["presigned"] + server["signed_inline"] == 1  # the one real order's attempt
-    assert list(server)[-3:] == ["presigned", "signed_inline", "refused_audit"]  # newest last
+    keys = list(server)
+    assert keys[keys.index("log_dropped") + 1 :] == list(LATER_SERVER_KEYS)  # newest last
     with sqlite3.connect(db_path) as db:
         orders = db.execute("SELECT correlation_id, status, count FROM orders_fired").fetchall()
         stages = db.execute(
