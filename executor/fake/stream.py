@@ -11,7 +11,8 @@ made from every :class:`~executor.fake.account.BookEvent` the account announces,
 cancel made any way reaches the stream.
 
 Fault modes, set on the hub by a test (or a person driving the fake): ``accepting = False``
-answers upgrades 503 (the stream stays down); :meth:`StreamHub.drop_connections` closes every
+answers upgrades 503 (the stream stays down); ``mute = True`` answers no command (a stalled
+stream); :meth:`StreamHub.drop_connections` closes every
 session's TCP connection without a close frame; ``delay_s`` holds each message that long before
 sending it; :meth:`StreamHub.lose_next` loses the next message(s) of a channel for every session.
 Every message sent is kept in ``sent`` (with its ``sid``) so a test can validate it.
@@ -82,6 +83,7 @@ class StreamHub:
         pings_sent: heartbeat Pings sent; pongs_received: Pongs the clients answered with.
         sessions_opened: WebSocket sessions accepted so far.
         accepting: False answers every upgrade 503.
+        mute: True leaves every command unanswered (a stream stalled after its handshake).
         delay_s: how long each message waits before it is sent.
         ping_interval_s: seconds between heartbeat Pings.
     """
@@ -93,6 +95,7 @@ class StreamHub:
         self.pongs_received = 0
         self.sessions_opened = 0
         self.accepting = True
+        self.mute = False
         self.delay_s = 0.0
         self.ping_interval_s = ping_interval_s
         self._sessions: set[_Session] = set()
@@ -268,7 +271,8 @@ class _Session:
                     self._text.append(event.data)
                     if event.message_finished:
                         command, self._text = "".join(self._text), []
-                        await self._command(command)
+                        if not self.hub.mute:
+                            await self._command(command)
                 elif isinstance(event, CloseConnection):
                     await self._send(event.response())
                     return
