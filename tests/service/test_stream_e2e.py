@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import orjson
 import pytest
 import trio
 
@@ -304,3 +305,32 @@ async def test_a_flooding_stream_holds_up_no_ack_and_no_order(
     stop.set()
     assert during > before  # the flood went on while the order went through
     await running.shutdown()
+
+
+async def test_on_the_fake_the_engine_clock_offset_is_zero_within_its_bound(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    fake_exchange: FakeExchange,
+    fake_credentials: FakeCredentials,
+) -> None:
+    """The fake's ts_ms is this host's clock, so the estimated offset of a real order's
+    wire_engine / engine_ack rows must be within the bound the rows state: what checks the
+    method (the figures on the fake say nothing of Kalshi's clock)."""
+    running = await start_trading(nursery, short_dir, fake_exchange, fake_credentials)
+    async with connect(running.socket_path) as client:
+        await client.request(real_wake("timed"))
+    await until(lambda: status_of(running, "timed") == "filled")
+    await running.shutdown()
+    rows = query(
+        running.db_path,
+        "SELECT stage, duration_ms, metadata_json FROM latency_events"
+        " WHERE stage IN ('wire_engine', 'engine_ack') ORDER BY stage",
+    )
+    assert [row[0] for row in rows] == ["engine_ack", "wire_engine"]
+    (wire_ack,) = query(
+        running.db_path,
+        "SELECT duration_ms FROM latency_events WHERE stage = 'dispatch_ack'",
+    )[0]
+    assert abs(rows[0][1] + rows[1][1] - wire_ack) < 1.0  # the round trip, split (wire ~ sent)
+    metadata = orjson.loads(rows[0][2])
+    assert abs(metadata["engine_offset_ms"]) <= metadata["engine_offset_within_ms"]
