@@ -121,7 +121,9 @@ async def test_a_resting_order_filled_on_the_fake_reaches_its_row_and_the_gate_b
 ) -> None:
     """With no account poll, a maker fill of a resting order turns its row ``filled`` and
     reaches the risk gate through the stream alone: no lookup is made, the fill is counted as
-    applied from the stream, and its stream_row lag row is written."""
+    applied from the stream, and its stream_row lag row is written. The executor answers the
+    fake's heartbeat Pings meanwhile."""
+    fake_exchange.stream.ping_interval_s = 0.05
     running = await trading_gtc(nursery, short_dir, fake_exchange, fake_credentials)
     client_order_id = await rest_one(running, fake_exchange)
     asked = lookups(fake_exchange)
@@ -131,6 +133,7 @@ async def test_a_resting_order_filled_on_the_fake_reaches_its_row_and_the_gate_b
     stats = running.server.statistics()
     assert stats.stream_fills_applied == 1 and stats.stream_fill_messages == 1
     assert lookups(fake_exchange) == asked  # the stream, not a lookup
+    await until(lambda: fake_exchange.stream.pongs_received >= 1)
     await running.shutdown()
     (lag,) = query(
         running.db_path,
