@@ -216,6 +216,8 @@ class _Session:
         sid, tickers = subscription
         if tickers is not None and ticker is not None and ticker not in tickers:
             return
+        if self._scope.cancel_called:
+            return  # dropped, not yet gone
         try:
             self._outbox_send.send_nowait({"type": message["type"], "sid": sid, **message})
         except trio.WouldBlock:
