@@ -56,7 +56,7 @@ from executor.exchange.messages import (
     verbatim_fill,
 )
 from executor.exchange.reconcile import Reconciler
-from executor.exchange.stages import FireStamps
+from executor.exchange.stages import FireStamps, engine_ts_ms
 from executor.recording.open_orders import OUTCOME_UNKNOWN_PREFIX
 from executor.recording.rows import (
     HeartbeatRow,
@@ -248,6 +248,7 @@ class OrderDispatcher:
             if not has_order(answer):  # its fill columns are not an order's: none are kept
                 raise ExchangeAmbiguous(f"answered without an order: {_quoted(answer)}")
             response = answer
+            stamps.engine_ts_ms = engine_ts_ms(response)
             status = order_status(response, self.policy.time_in_force)
         except trio.Cancelled:
             error_message = CANCELLED_AT_SHUTDOWN

@@ -18,7 +18,7 @@ No I/O, no Trio: data the reconciler mutates from the Trio thread.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -43,20 +43,37 @@ class Followed:
     """Account polls this order sits out before it is asked about again."""
 
 
-class FollowedOrders:
-    """The open orders being followed, by ``client_order_id``."""
+class FollowedOrders(MutableMapping[str, OrderRow]):
+    """The open orders being followed: a mapping of ``client_order_id`` to the order's last row
+    (what the stream reads and updates, ``executor.exchange.stream_orders``), with each order's
+    cause and backoff beside it.
+
+    Setting a row keeps the order's cause and asks about it at the next poll (news came);
+    :meth:`found`, :meth:`unknown` and :meth:`drop` are the reconciler's verbs.
+    """
 
     def __init__(self) -> None:
         self._orders: dict[str, Followed] = {}
 
+    def __getitem__(self, client_order_id: str) -> OrderRow:
+        return self._orders[client_order_id].row
+
+    def __setitem__(self, client_order_id: str, row: OrderRow) -> None:
+        self.found(row, self.cause_of(client_order_id))
+
+    def __delitem__(self, client_order_id: str) -> None:
+        del self._orders[client_order_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._orders))
+
     def __len__(self) -> int:
         return len(self._orders)
 
-    def __iter__(self) -> Iterator[Followed]:
-        return iter(list(self._orders.values()))
-
-    def __contains__(self, client_order_id: object) -> bool:
-        return client_order_id in self._orders
+    def cause_of(self, client_order_id: str) -> str | None:
+        """Why a followed order's outcome is unknown (None: on the book, or not followed)."""
+        followed = self._orders.get(client_order_id)
+        return None if followed is None else followed.cause
 
     def found(self, row: OrderRow, cause: str | None) -> None:
         """The exchange has the order and it may still change: ask at every poll."""
@@ -72,6 +89,10 @@ class FollowedOrders:
     def drop(self, client_order_id: str) -> None:
         """Stop following an order (it ended, or the exchange no longer has it)."""
         self._orders.pop(client_order_id, None)
+
+    def entries(self) -> list[Followed]:
+        """Every followed order with its cause, whatever its backoff."""
+        return list(self._orders.values())
 
     def due(self) -> list[Followed]:
         """The orders to ask about at this poll; every other one is one poll nearer its turn."""

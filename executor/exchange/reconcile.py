@@ -28,8 +28,13 @@ exchange has no such order after: {cause}"); otherwise **unknown** (not listed y
 exchange could not be asked): the row is left open and followed, and every start-up asks again.
 Counted in ``reconciled`` / ``reconcile_failed`` (absent) / ``lookups_unknown``.
 
+With a :attr:`Reconciler.feed` (the exchange's stream, ``executor.exchange.stream_orders``), an
+order the stream has already reported is taken as found without a lookup, and a wait between two
+tries ends as soon as the stream reports one of them; :meth:`Reconciler.update` takes a followed
+order's news from the stream.
+
 Knows nothing of telemetry or the risk gate: rows go to an :class:`OrderRowSink`, fills to a
-:class:`FillRecorder` (``executor.exchange.verdicts`` has these and the other data types).
+:class:`FillRecorder` (``executor.exchange.reconcile_terms`` has these and the other terms).
 """
 
 from __future__ import annotations
@@ -43,18 +48,16 @@ import trio
 
 from executor.clock import wall_ms
 from executor.exchange.follow_up import FollowedOrders
-from executor.exchange.messages import ExchangeError
+from executor.exchange.lookup_try import LOOKUP_TIMEOUT_S, MIN_TS_MARGIN_S, ask_once, take_fed
 from executor.exchange.order_lookup import (
     ExchangeOrder,
     SignedReader,
-    absence_known,
-    find_orders,
-    read_as_of_ms,
 )
-from executor.exchange.verdicts import (
+from executor.exchange.reconcile_terms import (
     Answers,
     CollectedRows,
     FillRecorder,
+    OrderFeed,
     OrderRowSink,
     Resolution,
     StartupSummary,
@@ -79,15 +82,6 @@ exchange lists an order once it has processed it, which may be after our timeout
 RECONCILE_DELAYS_S: Final = (0.5, 1.0, 2.0)
 """Waits between those lookups (seconds): 3.5 s in all, "a few seconds"; a guess at how late an
 exchange under load lists an order, not a measurement."""
-
-LOOKUP_TIMEOUT_S: Final = 5.0
-"""Budget of one lookup, every page included, and of one read of the exchange's data timestamp
-(seconds): half the transport's 10 s read budget, so four tries cannot hold a fire for a
-minute."""
-
-MIN_TS_MARGIN_S: Final = 60
-"""How far before the order's send time the lookup starts (seconds): our clock and the
-exchange's may disagree; a minute more of one ticker's orders is a page at most."""
 
 SETTLED_AFTER_MS: Final = 30_000
 """At start-up, a row sent longer ago than this (ms) is looked up once: the exchange has long
@@ -122,7 +116,7 @@ class Reconciler:
         clock: Callable[[], int] = wall_ms,
     ) -> None:
         self._reader = reader
-        self._sink = sink
+        self.sink = sink
         self.fills = fills
         self._delays_s = tuple(RECONCILE_DELAYS_S if delays_s is None else delays_s)
         self._clock = clock
@@ -130,17 +124,20 @@ class Reconciler:
         self.reconcile_failed = 0
         self.lookups_unknown = 0
         """Lookups (one per order per call, whatever its tries) that ended unknown."""
-        self._followed = FollowedOrders()
+        self.followed = FollowedOrders()
+        """Every open order, by id (its row; cause and backoff beside it)."""
+        self.feed: OrderFeed | None = None
+        """Orders the exchange told of unasked (the stream), taken before asking again."""
 
     @property
     def orders_open(self) -> int:
         """Orders followed because the exchange has not said how they ended."""
-        return len(self._followed)
+        return len(self.followed)
 
     @property
     def resting(self) -> int:
         """:attr:`orders_open` under its name from before every open row was followed."""
-        return len(self._followed)
+        return len(self.followed)
 
     def follow(self, row: OrderRow, cause: str | None = None) -> None:
         """Follow ``row``'s order with the account poll if it is not final (:func:`is_open`): it
@@ -150,18 +147,25 @@ class Reconciler:
             return
         if cause is None and row.status is OrderStatus.ERROR:
             cause = startup_cause(row)
-        self._followed.found(row, cause)
+        self.followed.found(row, cause)
 
     async def resolve(self, row: OrderRow, cause: str) -> Resolution:
         """Look one order up with every try (the dispatcher's call after an ambiguous failure).
 
         An unknown verdict leaves the row as it was and follows it (the account poll asks again).
+        A fill found is the fire's to tell the risk gate (it is not told here).
 
         Cancellation: a lookup cut short leaves the row as it was (``error``, outcome unknown),
         for the next start-up to resolve.
         """
-        (resolution,) = await self.reconcile([Unresolved(row, cause)], tries=RECONCILE_TRIES)
+        (resolution,) = await self.reconcile(
+            [Unresolved(row, cause)], tries=RECONCILE_TRIES, tell_fills=False
+        )
         return resolution
+
+    def open_orders(self) -> list[Unresolved]:
+        """Every followed order, with its cause, to be looked up (the stream's reconnect)."""
+        return [Unresolved(followed.row, followed.cause) for followed in self.followed.entries()]
 
     async def reconcile(
         self,
@@ -191,10 +195,17 @@ class Reconciler:
             if not pending:
                 break
             if attempt:
-                await trio.sleep(self._delays_s[min(attempt, len(self._delays_s)) - 1])
-            await self._ask(pending, answers)
+                delay_s = self._delays_s[min(attempt, len(self._delays_s)) - 1]
+                if self.feed is None:
+                    await trio.sleep(delay_s)
+                else:  # the stream may tell of them before the next try is due
+                    await self.feed.wait(pending, delay_s)
+            if self.feed is not None:
+                take_fed(self.feed, pending, answers.found)
+            if pending:
+                await ask_once(self._reader, pending, answers, self._clock())
             attempt += 1
-        writes_to = sink or self._sink
+        writes_to = sink or self.sink
         return [await self._conclude(order, answers, tell_fills, writes_to) for order in orders]
 
     async def reconcile_at_startup(
@@ -229,14 +240,15 @@ class Reconciler:
         log.info("start-up reconciliation", orders=len(rows), **dataclasses.asdict(summary))
         return summary
 
-    async def poll_resting(self) -> None:
+    async def poll_resting(self, *, unknown_only: bool = False) -> None:
         """One look at every open order due (``executor.exchange.follow_up``); rows and the risk
-        gate follow what changed.
+        gate follow what changed. ``unknown_only``: only orders of unknown outcome (the
+        exchange's stream reports the others' news).
 
         A failed look at orders on the book keeps following them (one warning per poll, however
         many); an order the exchange no longer has is dropped with a warning, its row left.
         """
-        due = self._followed.due()
+        due = [followed for followed in self.followed.due() if followed.cause or not unknown_only]
         if not due:
             return
         orders = [Unresolved(followed.row, followed.cause) for followed in due]
@@ -252,40 +264,16 @@ class Reconciler:
                 error=unanswered[0].error,
             )
 
-    async def _ask(self, pending: dict[str, Unresolved], answers: Answers) -> None:
-        """One try for every order in ``pending``: the data timestamp first (so the listing read
-        after it covers at least as much), then each ticker's listing. Orders found or known
-        absent leave ``pending``."""
-        as_of_ms: int | None = None
-        as_of_error: str | None = None
-        try:
-            with trio.fail_after(LOOKUP_TIMEOUT_S):
-                as_of_ms = await read_as_of_ms(self._reader)
-        except (ExchangeError, trio.TooSlowError) as error:
-            as_of_error = _failure_text(error)
-        now_ms = self._clock()
-        by_ticker: dict[str, list[Unresolved]] = {}
-        for order in pending.values():
-            by_ticker.setdefault(order.row.ticker, []).append(order)
-        for ticker, group in by_ticker.items():
-            ids = [order.row.client_order_id for order in group]
-            try:
-                with trio.fail_after(LOOKUP_TIMEOUT_S):
-                    hits = await find_orders(self._reader, ticker, _min_ts_s(group), ids)
-            except (ExchangeError, trio.TooSlowError) as error:
-                answers.errors.update(dict.fromkeys(ids, _failure_text(error)))
-                continue
-            for order in group:
-                key = order.row.client_order_id
-                answers.errors.pop(key, None)
-                if key in hits:
-                    answers.found[key] = hits[key]
-                    del pending[key]
-                elif as_of_ms is None:
-                    answers.errors[key] = f"user data timestamp: {as_of_error}"
-                elif absence_known(sent_ms(order.row), as_of_ms, now_ms):
-                    answers.absent.add(key)
-                    del pending[key]
+    async def update(self, exchange_order: ExchangeOrder) -> bool:
+        """A followed order's news from elsewhere (the stream): its row and the risk gate follow,
+        as after a poll (an order of unknown outcome is reconciled with its cause). False
+        (nothing done) for an order not followed."""
+        key = exchange_order.client_order_id
+        row = self.followed.get(key)
+        if row is None:
+            return False
+        await self._found(row, self.followed.cause_of(key), exchange_order, True, self.sink)
+        return True
 
     async def _conclude(
         self, order: Unresolved, answers: Answers, tell_fills: bool, sink: OrderRowSink
@@ -298,7 +286,7 @@ class Reconciler:
             return await self._found(row, cause, exchange_order, tell_fills, sink)
         fields = {"client_order_id": key, "ticker": row.ticker, "cause": cause}
         if key in answers.absent:
-            self._followed.drop(key)
+            self.followed.drop(key)
             if cause is None:
                 log.warning("followed order gone from the exchange: no longer followed", **fields)
                 return Resolution(row, Verdict.ABSENT)
@@ -315,7 +303,7 @@ class Reconciler:
             return Resolution(absent, Verdict.ABSENT)
         error = answers.errors.get(key)
         self.lookups_unknown += 1
-        self._followed.unknown(row, cause)
+        self.followed.unknown(row, cause)
         if cause is not None and error is not None:
             log.error("order lookup unanswered: outcome still unknown", error=error, **fields)
         elif cause is not None:
@@ -349,35 +337,24 @@ class Reconciler:
             "kalshi_order_id": exchange_order.order_id,
         }
         if exchange_order.resting:
-            self._followed.found(corrected, None)
+            self.followed.found(corrected, None)
         else:
-            self._followed.drop(row.client_order_id)
+            self.followed.drop(row.client_order_id)
+        added = exchange_order.filled - _filled(row)
+        if added > 0 and tell_fills and self.fills is not None and corrected != row:
+            self.fills.record_fill(row.ticker, added, self._clock(), row.correlation_group or "")
         if cause is not None:
             self.reconciled += 1
             await sink.record_order(corrected)
             log.warning("order reconciled with the exchange", cause=cause, **fields)
         elif corrected != row:
             await sink.record_order(corrected)
-            added = exchange_order.filled - _filled(row)
-            if added > 0 and tell_fills and self.fills is not None:
-                self.fills.record_fill(
-                    row.ticker, added, self._clock(), row.correlation_group or ""
-                )
             log.info(
                 "resting order updated",
                 exchange_status=exchange_order.exchange_status,
                 **fields,
             )
         return Resolution(corrected, Verdict.FOUND, exchange_order)
-
-
-def _failure_text(error: Exception) -> str:
-    return str(error) or f"no answer within {LOOKUP_TIMEOUT_S:g} s"
-
-
-def _min_ts_s(group: Sequence[Unresolved]) -> int:
-    """The lookup's ``min_ts``: the earliest send in the group, less the margin (Unix s)."""
-    return min(sent_ms(order.row) for order in group) // 1000 - MIN_TS_MARGIN_S
 
 
 __all__ = [
@@ -388,6 +365,7 @@ __all__ = [
     "SETTLED_AFTER_MS",
     "CollectedRows",
     "FillRecorder",
+    "OrderFeed",
     "OrderRowSink",
     "Reconciler",
     "Resolution",

@@ -1,8 +1,8 @@
-"""The fake exchange's throwaway world: an API key pair and a TLS CA made for one run.
+"""The fake exchange's throwaway world: an API key pair and a CA made per run (DISPATCH.md §9).
 
-:class:`FakeCredentials` writes a fresh RSA key (the executor signs with it; the fake keeps only its
-public half), a CA the executor is told to trust, and a certificate for 127.0.0.1/localhost signed
-by it (trustme). Blocking file and key work: call it from a worker thread in async code.
+:class:`FakeCredentials` writes them into a private directory: the key the executor signs with,
+the CA certificate it must trust (never turning verification off) and the fake's own certificate
+for 127.0.0.1 and localhost (trustme). Blocking file and key work: call it from a thread on a loop.
 """
 
 from __future__ import annotations

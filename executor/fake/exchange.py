@@ -8,6 +8,8 @@ hand). Every request's RSA-PSS signature is checked with the public key only, in
 It speaks the endpoints the executor uses (orders, balance, positions, the orders list, one order,
 the user data timestamp), keeps an account that fills debit, lists orders a settable lag late,
 records every request it receives, and answers injected faults one per order request.
+``GET /trade-api/ws/v2``, signed like the rest, upgrades to the WebSocket stream of fills and
+order updates (``executor.fake.stream``), fed by every change to the account's book.
 
 Run it from a shell::
 
@@ -43,18 +45,21 @@ from executor.fake.account import (
     ORDER_PATH,
     POSITIONS_PATH,
     TOO_MANY_REQUESTS_BODY,
+    BookEvent,
     FakeAccount,
     always_fill,
     error_body,
     never_fill,
 )
 from executor.fake.credentials import FakeCredentials
+from executor.fake.stream import STREAM_PATH, StreamHub
 
 __all__ = [
     "BALANCE_PATH",
     "DEFAULT_BALANCE_CENTS",
     "ORDER_PATH",
     "POSITIONS_PATH",
+    "STREAM_PATH",
     "FakeCredentials",
     "FakeExchange",
     "Fault",
@@ -127,6 +132,8 @@ class FakeExchange(FakeAccount):
         freshness_s: how far a signed timestamp may be from now.
         connections_opened: TLS connections that completed a handshake.
         connections_closed: connections the fake has finished with (closed its end).
+        stream: the WebSocket stream's sessions and fault modes (``executor.fake.stream``),
+            told of every book change.
     """
 
     def __init__(
@@ -152,6 +159,11 @@ class FakeExchange(FakeAccount):
         self.connections_closed = 0
         self._faults: deque[Fault] = deque()
         self._connection_ids = itertools.count(1)
+        self.stream = StreamHub()
+        self.watchers.append(self._to_stream)
+
+    def _to_stream(self, event: BookEvent) -> None:
+        self.stream.announce(event, self.positions.get(event.order.ticker, 0.0))
 
     def inject(self, *faults: Fault) -> None:
         """Queue ``faults``; each incoming order request consumes the next one, in order."""
@@ -205,6 +217,9 @@ class FakeExchange(FakeAccount):
         protocol = h11.Connection(h11.SERVER)
         while (request := await _read_request(stream, protocol)) is not None:
             record = self._record(*request, connection)
+            if record.path == STREAM_PATH and record.method == "GET":
+                await self._stream_session(record, stream, protocol)
+                return
             fault = self._faults.popleft() if self._faults and record.path == ORDER_PATH else None
             record.fault = fault.kind if fault else None
             answer = await self._answer(record, fault, stream)
@@ -215,6 +230,25 @@ class FakeExchange(FakeAccount):
             if protocol.our_state is h11.MUST_CLOSE or record.fault == "close":
                 return
             protocol.start_next_cycle()
+
+    async def _stream_session(
+        self,
+        record: ReceivedRequest,
+        stream: trio.SSLStream[trio.SocketStream],
+        protocol: h11.Connection,
+    ) -> None:
+        """The WebSocket upgrade: 401 unless signed, 503 while the stream refuses, else a
+        session (the connection is the stream's until it ends)."""
+        if record.auth_error is not None or not self.stream.accepting:
+            status = 401 if record.auth_error is not None else 503
+            record.status = status
+            message = record.auth_error or "the stream is not accepting connections"
+            code = "unauthorized" if status == 401 else "service_unavailable"
+            await _send_response(stream, protocol, status, error_body(code, message))
+            return
+        record.status = 101
+        headers = [(name.encode(), value.encode()) for name, value in record.headers.items()]
+        await self.stream.serve(stream, headers, record.path, protocol.trailing_data[0])
 
     def _record(self, head: h11.Request, body: bytes, connection: int) -> ReceivedRequest:
         path, _, query = head.target.decode("latin-1").partition("?")

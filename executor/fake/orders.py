@@ -47,7 +47,7 @@ def _count(amount: Decimal) -> str:
 
 
 def iso_time(epoch_ms: int) -> str:
-    """Epoch ms as the published ``date-time`` form, UTC, milliseconds (``...T12:00:00.123Z``)."""
+    """``epoch_ms`` as the published RFC 3339 time, to the millisecond, in UTC."""
     moment = dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 

@@ -25,6 +25,8 @@ from executor.exchange.reconcile import (
     Unresolved,
     Verdict,
 )
+from executor.exchange.stream import poll_unless_streaming
+from executor.exchange.stream_orders import StreamedOrders
 from executor.exchange.transport import ORDERS_PATH, OrderStamps, order_body
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.fake.orders import iso_time
@@ -34,7 +36,7 @@ from executor.recording.open_orders import (
     OUTCOME_UNKNOWN_PREFIX,
     RECONCILED_PREFIX,
 )
-from executor.recording.rows import OrderRow, OrderStatus
+from executor.recording.rows import LatencyRow, OrderRow, OrderStatus
 from tests.exchange.test_reconcile import Rows, sent_row
 from tests.support.orders import TICKER, spec, transport
 
@@ -317,16 +319,73 @@ async def test_a_row_found_absent_before_is_asked_again_and_can_be_found() -> No
 async def test_an_unknown_outcome_row_is_followed_with_its_cause() -> None:
     """Following an ``error`` row of unknown outcome keeps its cause (read from its marker): the
     poll that finds it writes "reconciled ... after: <cause>", never a filled row still saying
-    "outcome unknown"."""
+    "outcome unknown", and tells the risk gate of the fill once (the fire that sent it had
+    ended without knowing)."""
     now = wall_ms()
     listed = {**LISTED_FILL, "client_order_id": "f" * 32}
     sink = Rows()
-    reconciler = Reconciler(ScriptedReader(as_of_ms=now, listed={TICKER: [listed]}), sink)
+    reader = ScriptedReader(as_of_ms=now, listed={TICKER: [listed]})
+    reconciler = Reconciler(reader, sink, fills=sink)
     row = unknown_row("f" * 32, now)
     assert row.error_message == OUTCOME_UNKNOWN_PREFIX + "no response within 0.5 s"
     reconciler.follow(row)
     await reconciler.poll_resting()
+    await reconciler.poll_resting()  # no longer followed: nothing more
     (written,) = sink.rows
     assert written.status is OrderStatus.FILLED
     assert written.error_message == RECONCILED_PREFIX + "no response within 0.5 s"
     assert reconciler.reconciled == 1
+    assert sink.fills == [(TICKER, 3.0, "group-a")]
+
+
+async def test_the_fires_own_lookup_leaves_the_fill_to_the_fire() -> None:
+    """The fire's resolve finds the order filled but tells the risk gate nothing: the fire
+    records the fill from its result (told twice, the gate would count 6 contracts)."""
+    now = wall_ms()
+    listed = {**LISTED_FILL, "client_order_id": "9" * 32}
+    sink = Rows()
+    reader = ScriptedReader(as_of_ms=now, listed={TICKER: [listed]})
+    resolution = await Reconciler(reader, sink, fills=sink).resolve(
+        unknown_row("9" * 32, now), "timed out"
+    )
+    assert resolution.order is not None and resolution.order.filled == 3.0
+    assert sink.fills == []
+
+
+async def test_while_the_stream_is_trusted_the_poll_still_asks_about_unknown_outcomes() -> None:
+    """With the stream trusted the poll leaves orders on the book to it but still looks up an
+    order of unknown outcome (an order the exchange never had sends no stream message), until
+    the exchange's data says it is absent."""
+    now = wall_ms()
+    reader = ScriptedReader(as_of_ms=now + ABSENCE_MARGIN_MS + 1)
+    sink = Rows()
+    reconciler = Reconciler(reader, sink)
+    stream = StreamedOrders(reconciler, StreamSinkStub())
+    stream.trusted = True
+    reconciler.follow(unknown_row("1" * 32, now))
+    reconciler.follow(
+        sent_row(
+            "2" * 32,
+            ticker="RESTING",
+            status=OrderStatus.ACCEPTED,
+            error_message=None,
+            time_in_force="good_till_canceled",
+            remaining_count="3.00",
+        )
+    )
+    await poll_unless_streaming(stream, reconciler)()
+    assert reader.listings(TICKER) == 1 and reader.listings("RESTING") == 0
+    assert [row.error_message for row in sink.rows] == [
+        NO_SUCH_ORDER_PREFIX + "no response within 0.5 s"
+    ]
+    assert reconciler.orders_open == 1  # the resting one, the stream's to follow
+
+
+class StreamSinkStub:
+    """Where the stream would write its rows (nothing is streamed in these tests)."""
+
+    def record(self, row: LatencyRow) -> None:
+        raise AssertionError("no stream rows expected")
+
+    async def record_order(self, row: OrderRow, *, timeout_s: float = 2.0) -> None:
+        raise AssertionError("no stream rows expected")

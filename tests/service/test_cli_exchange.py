@@ -73,7 +73,7 @@ def test_fake_exchange_serve_writes_orders_and_stage_rows(
     db.close()
     assert orders == [("sub-real", "filled", "3.00")]
     real_stages = ["order_build", "sign", "dispatch_send", "dispatch_ack", "detect_fire"]
-    real_stages += ["dispatch_wire", "detect_wire"]
+    real_stages += ["dispatch_wire", "detect_wire", "wire_engine", "engine_ack"]
     assert sorted(stage for cid, stage in stages if cid == "sub-real") == sorted(real_stages)
     assert sorted(stage for cid, stage in stages if cid == "sub-shadow") == sorted(
         ["order_build", "sign", "dispatch_send", "detect_fire"]

@@ -1,16 +1,17 @@
-"""What reconciliation works with: the orders it asks about, its three answers, where rows go.
+"""The terms of reconciliation: where its rows and fills go, and what a lookup concluded.
 
-The vocabulary of ``executor.exchange.reconcile`` (which re-exports every name here): an order to
-look up (:class:`Unresolved`), what the exchange said about it (:class:`Verdict`: found, absent
-or unknown) and how its row now stands (:class:`Resolution`), the start-up pass in numbers
-(:class:`StartupSummary`), and the two places learned things go, as protocols so this layer never
-imports telemetry or the risk gate (:class:`OrderRowSink`, :class:`FillRecorder`). Plain data.
+Plain values and Protocols shared by :mod:`executor.exchange.reconcile` (which re-exports them)
+and its callers: the sinks (:class:`OrderRowSink`, :class:`CollectedRows`), who hears of fills
+(:class:`FillRecorder`), the exchange's own reports (:class:`OrderFeed`: the stream), and the
+outcomes (:class:`Verdict`: found, absent or unknown; :class:`Unresolved`, :class:`Resolution`,
+:class:`StartupSummary`, and :class:`Answers`, what one call's tries learned).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -41,6 +42,14 @@ class FillRecorder(Protocol):
     def record_fill(
         self, ticker: str, fill_count: float, now_ms: int, correlation_group: str
     ) -> None: ...
+
+
+class OrderFeed(Protocol):
+    """Orders the exchange reported by itself (``executor.exchange.stream_orders`` fits)."""
+
+    def known(self, client_order_id: str) -> ExchangeOrder | None: ...
+
+    async def wait(self, client_order_ids: Collection[str], seconds: float) -> None: ...
 
 
 class Verdict(enum.Enum):
@@ -90,7 +99,7 @@ class StartupSummary:
 
 @dataclass
 class Answers:
-    """What the tries of one :meth:`Reconciler.reconcile` call learned, by ``client_order_id``."""
+    """What the tries of one ``Reconciler.reconcile`` call learned, by ``client_order_id``."""
 
     found: dict[str, ExchangeOrder] = dataclasses.field(default_factory=dict)
     absent: set[str] = dataclasses.field(default_factory=set)
@@ -106,6 +115,7 @@ __all__ = [
     "Answers",
     "CollectedRows",
     "FillRecorder",
+    "OrderFeed",
     "OrderRowSink",
     "Resolution",
     "StartupSummary",
