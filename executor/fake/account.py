@@ -6,10 +6,10 @@ rest, idempotent on ``client_order_id``), read the balance, page through positio
 server in ``executor.fake.exchange`` inherits this and adds TLS, HTTP and signature checks.
 
 Every body it answers has the shape of Kalshi's published OpenAPI (vendored in
-``tests/published/kalshi-openapi/``; a test validates each against it): the order response carries only the
-``CreateOrderV2Response`` fields (``ts_ms`` included; what the exchange knows beyond them is kept
-in ``book``), the balance and the positions every required field, and an error the
-``ErrorResponse`` shape, ``code`` and ``message`` at the top level (a 429 the published
+``tests/published/kalshi-openapi/``; a test validates each against it): the order response
+carries only the ``CreateOrderV2Response`` fields (``ts_ms`` included; what the exchange knows
+beyond them is kept in ``book``), the balance and the positions every required field, and an
+error the ``ErrorResponse`` shape, ``code`` and ``message`` at the top level (a 429 the published
 ``{"error": "too many requests"}``).
 """
 
