@@ -15,12 +15,9 @@ found here, so a refused start leaves no database behind; every failure is one
 from __future__ import annotations
 
 import functools
-import shutil
-import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
 import structlog
@@ -32,6 +29,7 @@ from executor.exchange.presign import SignaturePool
 from executor.exchange.sign_worker import open_process_signer
 from executor.exchange.transport import ExchangeClient, ExchangeEndpoint, open_exchange
 from executor.fake.exchange import FakeCredentials, serve_fake_exchange
+from executor.fake.scratch import IN_PROCESS_PREFIX, scratch_folder
 from executor.settings import ExchangeSettings, Settings
 from executor.signer import KalshiSigner, SignerKeyError
 
@@ -176,8 +174,10 @@ async def _endpoint(
 ) -> ExchangeEndpoint:
     """The endpoint to trade against; for ``fake``, after starting the fake exchange."""
     if exchange.mode == "fake":
-        directory = Path(tempfile.mkdtemp(prefix="executor-fake-"))  # 0700: private
-        stack.callback(shutil.rmtree, directory, True)
+        # 0700, removed at exit; one a SIGKILL left behind is removed by the next such start.
+        folder = scratch_folder(IN_PROCESS_PREFIX)
+        directory = await trio.to_thread.run_sync(folder.__enter__)
+        stack.push_async_callback(trio.to_thread.run_sync, folder.__exit__, None, None, None)
         credentials = await trio.to_thread.run_sync(FakeCredentials.generate, directory)
         fake = await services.start(
             functools.partial(
