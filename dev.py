@@ -10,6 +10,10 @@
     python3 dev.py bench [ARGS...]   run the benchmark (python -m bench)
     python3 dev.py setup             only create or refresh the environment
 
+`serve`, `stats` and `orders` run in the caller's directory, so a relative path (`--telemetry-db
+rel.db`, `--plot y.png`) means what it would to `executor` itself; `test`, `check` and `bench` run
+in the checkout.
+
 The first use creates `.venv/` beside this file and installs the package with its test, dev and
 bench extras; later uses reinstall only when pyproject.toml changed.
 
@@ -103,8 +107,8 @@ def _ensure_venv() -> Path:
     return bin_dir
 
 
-def _run(argv: list[str]) -> int:
-    return subprocess.run(argv, cwd=ROOT).returncode
+def _run(argv: list[str], cwd: Path = ROOT) -> int:
+    return subprocess.run(argv, cwd=cwd).returncode
 
 
 def _flag_value(args: list[str], flag: str) -> str | None:
@@ -120,8 +124,7 @@ def _flag_value(args: list[str], flag: str) -> str | None:
 
 def _reading_commands(bin_dir: Path, database: str) -> str:
     """The lines ``dev.py serve`` prints: how to read what this executor records."""
-    shown = Path(database).expanduser()
-    shown = shown if shown.is_absolute() else ROOT / shown
+    shown = Path(database).expanduser().absolute()
     executor = bin_dir / "executor"
     lines = ["dev.py: read what it records with (from this checkout, or anywhere):"]
     for command in ("stats", "orders"):
@@ -156,7 +159,8 @@ def main() -> int:
     if command in ("stats", "orders"):
         # The file dev.py serve writes, unless another is named.
         defaults = [] if _flag_value(rest, "--telemetry-db") else ["--telemetry-db", DEFAULT_DB]
-        return _run([python, "-m", "executor", command, *defaults, *rest])
+        # From the caller's directory: relative paths (--telemetry-db, --plot) are theirs.
+        return _run([python, "-m", "executor", command, *defaults, *rest], cwd=Path.cwd())
     if command == "test":
         return _run([python, "-m", "pytest", *rest])
     if command == "check":
@@ -174,5 +178,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    os.chdir(ROOT)
     sys.exit(main())
