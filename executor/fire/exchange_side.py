@@ -22,11 +22,12 @@ from typing import Final
 
 import structlog
 import trio
+import trio_parallel  # type: ignore[import-untyped]  # ships no type information
 
 from executor.config import ConfigError, StartupError
 from executor.exchange.order_pool import MAX_ORDER_CONNECTIONS, ORDER_CONNECTIONS
 from executor.exchange.presign import SignaturePool
-from executor.exchange.sign_worker import open_process_signer
+from executor.exchange.sign_worker import one_line, open_process_signer
 from executor.exchange.transport import ExchangeClient, ExchangeEndpoint, open_exchange
 from executor.fake.exchange import FakeCredentials, serve_fake_exchange
 from executor.fake.scratch import IN_PROCESS_PREFIX, scratch_folder
@@ -139,11 +140,19 @@ def order_connections(settings: Settings) -> int:
 
 async def _start_presigning(
     endpoint: ExchangeEndpoint, max_age_ms: int, services: trio.Nursery, stack: AsyncExitStack
-) -> SignaturePool:
-    """A signature pool kept full by its own worker process, stopped before the worker is."""
-    signer = await stack.enter_async_context(
-        open_process_signer(endpoint.signer.private_key_path, endpoint.key_id)
-    )
+) -> SignaturePool | None:
+    """A signature pool kept full by its own worker process, stopped before the worker is; None
+    (one warning line) when the worker cannot start: every order then signs inline."""
+    try:
+        signer = await stack.enter_async_context(
+            open_process_signer(endpoint.signer.private_key_path, endpoint.key_id)
+        )
+    except trio_parallel.BrokenWorkerError as error:
+        log.warning(
+            "signing-ahead worker could not start: orders sign inline on the loop",
+            error=one_line(error),
+        )
+        return None
     pool = SignaturePool(signer.sign, max_age_ms=max_age_ms)
     scope = trio.CancelScope()
     stopped = trio.Event()
