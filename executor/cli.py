@@ -258,6 +258,7 @@ def _serve(args: argparse.Namespace) -> int:
             kill_switch=kill_switch,
             signer=signer,
             announce=notifier.status,
+            socket_path=args.socket,
         )
     config = ServerConfig(
         socket_path=args.socket,
