@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -51,10 +52,26 @@ def require_dev_environment() -> None:
         pytest.skip("not running in dev.py's up-to-date environment (run: python3 dev.py test)")
 
 
-def run_dev(*args: str | os.PathLike[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def copied_checkout(directory: Path) -> Path:
+    """A checkout of dev.py's own in ``directory``: ``dev.py`` and ``pyproject.toml`` copied, the
+    environment running the tests linked in. Its ``var/`` (the try-out's database) is its own, so
+    a test never touches the real checkout's; the package it runs is this checkout's (installed
+    editable). Returns the copied ``dev.py``."""
+    require_dev_environment()
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(DEV_SCRIPT, directory / "dev.py")
+    shutil.copy2(ROOT / "pyproject.toml", directory / "pyproject.toml")
+    venv = Path(sys.prefix)
+    (directory / venv.name).symlink_to(venv, target_is_directory=True)
+    return directory / "dev.py"
+
+
+def run_dev(
+    *args: str | os.PathLike[str], cwd: Path, script: Path = DEV_SCRIPT
+) -> subprocess.CompletedProcess[str]:
     """``python3 dev.py ARGS`` from ``cwd``, to its end."""
     return subprocess.run(
-        [sys.executable, str(DEV_SCRIPT), *(os.fspath(arg) for arg in args)],
+        [sys.executable, str(script), *(os.fspath(arg) for arg in args)],
         cwd=cwd,
         env=dev_environment(),
         stdin=subprocess.DEVNULL,
@@ -74,9 +91,11 @@ class DevServe(Executor):
         *args: str | os.PathLike[str],
         cwd: Path | None = None,
         env: dict[str, str] | None = None,
+        script: Path = DEV_SCRIPT,
+        name: str = "dev-serve",
     ) -> None:
-        self.stderr_path = directory / "dev-serve.stderr"
-        command = [sys.executable, str(DEV_SCRIPT), "serve", *(os.fspath(arg) for arg in args)]
+        self.stderr_path = directory / f"{name}.stderr"
+        command = [sys.executable, str(script), "serve", *(os.fspath(arg) for arg in args)]
         with self.stderr_path.open("wb") as stderr:
             self.process = subprocess.Popen(
                 command,
