@@ -34,6 +34,7 @@ LAYERS: Final[Layers] = (
     (
         "executor",
         "executor.clock",
+        "executor.file_lock",
         "executor.logs",
         "executor.notify",
         "executor.placement",

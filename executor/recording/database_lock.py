@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import sqlite3
 from pathlib import Path
 from typing import Final
 
+from executor.file_lock import lock_exclusively, still_at_path
 from executor.recording.database import (
     TelemetryOpenError,
     describe,
@@ -78,18 +78,19 @@ class DatabaseLock:
         for _ in range(LOCK_ATTEMPTS):
             fd = self._open()
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                locked = lock_exclusively(fd)
             except OSError as error:
                 os.close(fd)
-                if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                    raise TelemetryOpenError(
-                        f"another executor is writing telemetry database {self.path} (it holds "
-                        "the file's lock): give each executor its own --telemetry-db"
-                    ) from None
                 raise TelemetryOpenError(
                     f"cannot lock telemetry database {self.path}: {describe(error)}"
                 ) from None
-            if self._still_at_path(fd):
+            if not locked:
+                os.close(fd)
+                raise TelemetryOpenError(
+                    f"another executor is writing telemetry database {self.path} (it holds "
+                    "the file's lock): give each executor its own --telemetry-db"
+                )
+            if still_at_path(fd, self.path):
                 self._fd = fd
                 return
             os.close(fd)  # unlinked by a refused start between our open and our flock
@@ -129,14 +130,6 @@ class DatabaseLock:
             )
         problem = path_problem(path) or describe(error)
         return TelemetryOpenError(f"cannot open telemetry database {path}: {problem}")
-
-    def _still_at_path(self, fd: int) -> bool:
-        try:
-            at_path = os.stat(self.path)
-        except FileNotFoundError:
-            return False
-        held = os.fstat(fd)
-        return (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino)
 
     def write_error(self) -> OSError | None:
         """Why this process cannot write the database, or None: the file is read-only, or the

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from executor import file_lock
 from executor.recording import database_lock
 from executor.recording.database import TelemetryOpenError
 from executor.recording.database_lock import DatabaseLock, folder_write_error
@@ -34,7 +35,7 @@ def test_a_lock_on_a_file_unlinked_meanwhile_starts_over(
     the lock is taken on the file now at the path, so two holders can never split."""
     db_path = tmp_path / "t.db"
     db_path.write_bytes(b"")
-    real_flock = database_lock.fcntl.flock
+    real_flock = file_lock.fcntl.flock
     replaced: list[int] = []
 
     def flock_after_a_replacement(fd: int, operation: int) -> None:
@@ -44,7 +45,7 @@ def test_a_lock_on_a_file_unlinked_meanwhile_starts_over(
             db_path.write_bytes(b"")
         real_flock(fd, operation)
 
-    monkeypatch.setattr(database_lock.fcntl, "flock", flock_after_a_replacement)
+    monkeypatch.setattr(file_lock.fcntl, "flock", flock_after_a_replacement)
     lock = DatabaseLock(db_path)
     lock.acquire()
     monkeypatch.undo()
