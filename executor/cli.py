@@ -171,9 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--cpu",
         type=_cpus,
         default=None,
-        metavar="N[,M...]",
-        help="pin the event-loop thread to these CPUs and keep the executor's other threads and "
-        "worker processes off them (where any other CPU is allowed); default: no pinning",
+        metavar="CPUS",
+        help="pin the event-loop thread to these CPUs (1, 0,2, 0-1: as taskset -c takes them) "
+        "and keep the executor's other threads and worker processes off them (where any other "
+        "CPU is allowed); default: no pinning",
     )
     serve.add_argument(
         "--log-format",
@@ -257,6 +258,7 @@ def _serve(args: argparse.Namespace) -> int:
             kill_switch=kill_switch,
             signer=signer,
             announce=notifier.status,
+            socket_path=args.socket,
         )
     config = ServerConfig(
         socket_path=args.socket,

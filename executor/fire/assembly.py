@@ -39,7 +39,9 @@ from executor.decide.recent_orders import load_recent_orders
 from executor.decide.risk import RiskGate
 from executor.exchange.account import (
     HEARTBEAT_INTERVAL_S,
+    HEARTBEAT_PROCESS,
     AccountState,
+    heartbeat_process_for,
     serve_account,
     serve_heartbeats,
 )
@@ -82,6 +84,7 @@ class OrderPathFactory:
         kill_switch: KillSwitch | None,
         signer: KalshiSigner | None = None,
         announce: Callable[[str], None] | None = None,
+        socket_path: Path | None = None,
     ) -> None:
         self.settings = settings
         self.telemetry_db = telemetry_db
@@ -91,6 +94,10 @@ class OrderPathFactory:
         self.heartbeat_interval_s = HEARTBEAT_INTERVAL_S
         """Seconds between heartbeat rows (a test shortens it: a heartbeat that is written is
         what ends an audit-trail outage)."""
+        self.heartbeat_process = (
+            HEARTBEAT_PROCESS if socket_path is None else heartbeat_process_for(socket_path)
+        )
+        """The heartbeat row's ``process``: the instance, named by its socket."""
         self._side: ExchangeSide | None = None
 
     @asynccontextmanager
@@ -116,6 +123,7 @@ class OrderPathFactory:
             announce=self.announce,
             side=self._side,
             heartbeat_interval_s=self.heartbeat_interval_s,
+            heartbeat_process=self.heartbeat_process,
         )
 
 
@@ -126,14 +134,17 @@ def order_path_factory(
     kill_switch: KillSwitch | None,
     signer: KalshiSigner | None = None,
     announce: Callable[[str], None] | None = None,
+    socket_path: Path | None = None,
 ) -> OrderPathFactory:
-    """The server's factory for ``settings`` (mode fake or real)."""
+    """The server's factory for ``settings`` (mode fake or real), its heartbeats named by
+    ``socket_path``."""
     return OrderPathFactory(
         settings,
         telemetry_db=telemetry_db,
         kill_switch=kill_switch,
         signer=signer,
         announce=announce,
+        socket_path=socket_path,
     )
 
 
@@ -148,6 +159,7 @@ async def open_order_path(
     announce: Callable[[str], None] | None = None,
     side: ExchangeSide | None = None,
     heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
+    heartbeat_process: str = HEARTBEAT_PROCESS,
 ) -> AsyncIterator[FirePath]:
     """Start everything real fires need and yield the fire path; take it down in order on exit.
 
@@ -198,6 +210,7 @@ async def open_order_path(
                             lambda: telemetry.statistics().queued,
                             lambda: _dropped_rows(telemetry),
                             interval_s=heartbeat_interval_s,
+                            process=heartbeat_process,
                         )
                     )
                     if stream is not None and orders.stream_state is not None:

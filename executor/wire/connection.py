@@ -56,6 +56,11 @@ of rows and fires per this many pipelined frames instead of per frame; at ~10 µ
 another connection waits at most a few hundred µs for its turn. A guess, measured in
 docs/RESULTS.md (2026-11-30)."""
 
+FRAME_READ_TIMEOUT_S: Final = 5.0
+"""Longest a frame may take from its first byte to its last (seconds): a poller writes a wake in
+one send, so a frame incomplete for seconds is a stuck peer holding a connection task. Far beyond
+any stall of a loaded machine; a guess. A peer quiet *between* frames is never timed out."""
+
 _PEER_GONE: Final = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
 _oversized_frame_warnings: Final = RateLimitedWarning("oversized frame: closing connection")
@@ -77,6 +82,10 @@ class PeerGone(Exception):
     """The peer closed or reset the connection."""
 
 
+class FrameReadTimeout(Exception):
+    """A frame's bytes stopped arriving: ``FRAME_READ_TIMEOUT_S`` passed since the first wait."""
+
+
 class Connection:
     """One peer: a non-blocking socket and a fixed receive buffer with exact-length reads."""
 
@@ -88,9 +97,16 @@ class Connection:
         self.end = 0  # one past the last received byte
         self.waited = False  # whether this frame's reads went through the scheduler
         self.idle = False  # waiting for the first bytes of a frame
+        self.frame_deadline: float | None = None  # Trio time by which this frame must be whole
 
     async def receive_at_least(self, size: int) -> bool:
-        """Make ``size`` unconsumed bytes available; False on EOF (clean or mid-frame)."""
+        """Make ``size`` unconsumed bytes available; False on EOF (clean or mid-frame).
+
+        Raises:
+            FrameReadTimeout: some of the frame is here and the rest did not come within
+                ``FRAME_READ_TIMEOUT_S`` of the first wait for it (a cancel scope on that slow
+                path only); with none of it here the wait is unbounded (a quiet peer).
+        """
         if self.start == self.end:
             self.start = self.end = 0
         elif len(self.buffer) - self.start < size:
@@ -102,8 +118,15 @@ class Connection:
                 received = self.sock.recv_into(self.view[self.end :])
             except BlockingIOError:
                 self.waited = True
-                await trio.lowlevel.wait_readable(self.sock)
-                continue
+                if self.end == self.start:
+                    await trio.lowlevel.wait_readable(self.sock)
+                    continue
+                if self.frame_deadline is None:
+                    self.frame_deadline = trio.current_time() + FRAME_READ_TIMEOUT_S
+                with trio.move_on_at(self.frame_deadline):
+                    await trio.lowlevel.wait_readable(self.sock)
+                    continue
+                raise FrameReadTimeout(f"incomplete after {FRAME_READ_TIMEOUT_S} s") from None
             except _PEER_GONE:
                 return False
             if received == 0:
@@ -173,6 +196,7 @@ async def serve_frames(
     batch = _Batch()
     while True:
         connection.waited = False
+        connection.frame_deadline = None
         if stopping.is_set():
             return "shutdown"
         connection.idle = True

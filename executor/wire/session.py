@@ -12,15 +12,28 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable
+from typing import Final
 
 import structlog
 import trio
 
+from executor.logs import RateLimitedWarning
 from executor.telemetry import Telemetry
-from executor.wire.connection import Connection, FrameCounters, PeerGone, serve_frames
+from executor.wire.connection import (
+    FRAME_READ_TIMEOUT_S,
+    Connection,
+    FrameCounters,
+    FrameReadTimeout,
+    PeerGone,
+    serve_frames,
+)
 from executor.wire.protocol import WakeMessage
 
 log = structlog.get_logger()
+
+_stalled_frame_warnings: Final = RateLimitedWarning(
+    "incomplete frame timed out: closing connection"
+)
 
 
 async def serve_connection(
@@ -64,6 +77,13 @@ async def serve_connection(
         )
     except PeerGone:
         reason = "peer gone"
+    except FrameReadTimeout:
+        reason = "frame read timed out"
+        _stalled_frame_warnings.warning(
+            connection=connection_number,
+            timeout_s=FRAME_READ_TIMEOUT_S,
+            buffered_bytes=connection.end - connection.start,
+        )
     except trio.Cancelled:
         reason = "cancelled"
         raise

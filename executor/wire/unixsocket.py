@@ -8,8 +8,6 @@ orders, so it must never exist with wider permissions than 0600, not even for a 
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import os
 import socket
 import stat
@@ -18,6 +16,8 @@ from pathlib import Path
 from typing import Final
 
 import trio
+
+from executor.file_lock import lock_exclusively, still_at_path
 
 MAX_SOCKET_PATH_BYTES: Final = 107
 """Linux's ``sun_path`` holds 108 bytes including the terminating NUL."""
@@ -117,7 +117,7 @@ class InstanceLock:
         for _ in range(LOCK_ATTEMPTS):
             fd, created = self._open()
             self._lock(fd)
-            if self._still_at_path(fd):
+            if still_at_path(fd, self.path):
                 self._fd, self.created = fd, created
                 return
             os.close(fd)  # unlinked by a failed start between our open and our flock
@@ -145,22 +145,15 @@ class InstanceLock:
 
     def _lock(self, fd: int) -> None:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            locked = lock_exclusively(fd)
         except OSError as error:
             os.close(fd)
-            if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise SocketSetupError(
-                    f"another executor is running on this socket (lock {self.path} is held)"
-                ) from None
             raise SocketSetupError(f"cannot lock {self.path}: {error.strerror}") from None
-
-    def _still_at_path(self, fd: int) -> bool:
-        try:
-            at_path = os.stat(self.path)
-        except FileNotFoundError:
-            return False
-        held = os.fstat(fd)
-        return (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino)
+        if not locked:
+            os.close(fd)
+            raise SocketSetupError(
+                f"another executor is running on this socket (lock {self.path} is held)"
+            )
 
     def release(self, *, remove_created: bool = False) -> None:
         """Drop the lock (closing the descriptor releases the ``flock``); with

@@ -7,7 +7,9 @@ checked independently of the code it serves.
 
 from __future__ import annotations
 
+import socket
 import ssl
+import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,6 +18,7 @@ import orjson
 import pytest
 import trio
 import trio.testing
+from structlog.testing import capture_logs
 from trio_websocket import (
     ConnectionClosed,
     ConnectionRejected,
@@ -366,3 +369,32 @@ def test_the_validator_refuses_what_the_published_api_does_not_allow() -> None:
         )
     with pytest.raises(pytest.fail.Exception):
         validate_control_frame("outgoingPing", b"")
+
+
+async def test_a_client_that_resets_its_connection_ends_the_session_quietly(
+    fake_exchange: FakeExchange, fake_credentials: FakeCredentials
+) -> None:
+    """A subscriber whose TCP connection is reset mid-session (SO_LINGER 0) ends its session as a
+    client going away: no ``connection failed`` error with a traceback, the fake serving on."""
+    context = ssl.create_default_context(cafile=str(fake_credentials.ca_file))
+    host, _, port = fake_exchange.base_url.removeprefix("https://").partition(":")
+    with capture_logs() as logs, trio.fail_after(WAIT_S):
+        tcp = await trio.open_tcp_stream(host, int(port))
+        stream = trio.SSLStream(tcp, context, server_hostname=host, https_compatible=True)
+        async with trio.open_nursery() as reader:
+            extra = [
+                (name.encode(), value.encode()) for name, value in signed_headers(fake_credentials)
+            ]
+            ws = await wrap_client_stream(
+                reader, stream, f"{host}:{port}", STREAM_PATH, extra_headers=extra
+            )
+            await subscribe(ws, "fill")
+            tcp.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            tcp.socket.close()  # a reset, not a close frame nor a FIN
+            reader.cancel_scope.cancel()
+        while fake_exchange.stream.sessions:
+            await fake_exchange.stream.wait_changed()
+    failed = [entry for entry in logs if entry["event"] == "fake exchange: connection failed"]
+    assert failed == []
+    async with session(fake_exchange, fake_credentials) as again:
+        assert (await subscribe(again, "fill")).keys() == {"fill"}
