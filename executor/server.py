@@ -47,6 +47,7 @@ from executor.telemetry import (
 from executor.wire.connection import Connection, FrameCounters
 from executor.wire.protocol import WakeMessage
 from executor.wire.session import serve_connection
+from executor.wire.socket_access import SocketAccess, group_reach_problem
 from executor.wire.unixsocket import (
     InstanceLock,
     PreparedSocket,
@@ -95,6 +96,8 @@ class ServerConfig:
     notifier: ServiceNotifier | None = None
     """Where readiness goes (systemd's ``NOTIFY_SOCKET``): STATUS= while starting, READY=1 once
     the socket is published, STOPPING=1 when shutdown begins. None notifies nobody."""
+    socket_access: SocketAccess = field(default_factory=SocketAccess)
+    """Who may connect (``--socket-mode``, ``--socket-group``); default owner-only, 0600."""
 
 
 class ExecutorServer:
@@ -203,7 +206,7 @@ class ExecutorServer:
             # Claim the socket (bound and listening, not yet reachable) before creating anything
             # else: a path that cannot be bound leaves the database untouched.
             remove_stale_socket(socket_path)
-            prepared = prepare_unix_socket(socket_path)
+            prepared = prepare_unix_socket(socket_path, self.config.socket_access)
             metrics: MetricsEndpoint | None = None
             try:
                 observe = None
@@ -276,6 +279,10 @@ class ExecutorServer:
                 self._fire_path = fire_path
                 listener = publish_unix_socket(prepared)
                 self._published = True
+                # A group behind a folder it cannot pass is a poller that never connects.
+                access = self.config.socket_access
+                if problem := group_reach_problem(self.config.socket_path, access):
+                    log.warning("socket group cannot reach the socket", problem=problem)
                 try:
                     await self._serve(listener, task_status)
                 finally:
