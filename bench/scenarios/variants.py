@@ -25,6 +25,9 @@ before anyone changes the executor. Variants:
 - ``json-rows`` was here until the writer adopted it (executor/recording/sqlite_writer.py,
   2026-12-02); ``chunked-rows`` is now the other side of that A/B: the writer as it was before,
   multi-row INSERTs of 128, 64, ... rows whose every value is bound from Python.
+- ``switch-1ms``, ``switch-0.2ms``: ``sys.setswitchinterval`` (CPython's default is 5 ms): how
+  long a thread waiting for the GIL waits before it asks the holder to let go. The writer thread
+  retakes the GIL after each SQLite step; with the event loop busy, that wait is the interval.
 - ``acks-per-frame``: every ack in its own ``send`` (``ACK_JOIN_FRAMES`` = 1), as from 2026-12-01
   until pipelined acks were joined (2026-12-02); ``acks-per-batch``: one joined ``send`` per
   batch (``ACK_JOIN_FRAMES`` = ``MAX_BATCH_FRAMES``), close to the code before 2026-12-01 (which
@@ -165,7 +168,16 @@ def _patch_acks_per_batch() -> None:
     batch.ACK_JOIN_FRAMES = batch.MAX_BATCH_FRAMES  # type: ignore[misc]
 
 
+def _switch_interval(seconds: float) -> Callable[[], None]:
+    def patch() -> None:
+        sys.setswitchinterval(seconds)
+
+    return patch
+
+
 VARIANTS: Final[dict[str, Callable[[], None]]] = {
+    "switch-1ms": _switch_interval(0.001),
+    "switch-0.2ms": _switch_interval(0.0002),
     "chunked-rows": _patch_chunked_rows,
     "acks-per-frame": _patch_acks_per_frame,
     "acks-per-batch": _patch_acks_per_batch,

@@ -83,7 +83,7 @@ _REPLACE_HEARTBEAT: Final = (
 
 _JSON_CORRELATIONS: Final = (
     "INSERT OR IGNORE INTO correlations (correlation_id, created_at_ms)"
-    " SELECT json_extract(value, '$[0]'), ? FROM json_each(?) ORDER BY key"
+    " SELECT json_extract(value, '$[0]'), ? FROM json_each(?)"
 )
 _JSON_EVENTS: Final = (
     "INSERT INTO latency_events"
@@ -92,9 +92,6 @@ _JSON_EVENTS: Final = (
     " json_extract(value, '$[2]'), json_extract(value, '$[3]'),"
     " json_extract(value, '$[4]'), json_extract(value, '$[5]')"
     " FROM json_each(?)"
-    " WHERE typeof(json_extract(value, '$[2]')) = 'integer'"
-    " AND typeof(json_extract(value, '$[3]')) = 'integer'"
-    " ORDER BY key"
 )
 """A run of latency rows is two statements over one JSON array of the rows, whatever its length:
 its parents, then its events, in array order. Binding values from Python holds the GIL for every
@@ -102,12 +99,17 @@ value, and ``sqlite3`` drops and retakes the GIL around each statement's step, a
 for a busy event loop (up to the 5 ms switch interval); here the whole run's SQLite work (parsing,
 inserting, indexing) happens inside two steps without the GIL, and a batch retakes it four times
 (BEGIN, two INSERTs, COMMIT) instead of about sixteen with the multi-row INSERTs of 128, 64, ...
-rows this replaces. SQLite spends more CPU per row this way (it parses the JSON; docs/RESULTS.md
-2026-12-01: 8.0-8.8 against 6.2-6.5 µs), but off the GIL, so with the loop busy the writer keeps
-up where it fell behind (docs/RESULTS.md 2026-12-02). ``json_extract`` rather than ``->>``: the
-operator needs SQLite 3.38. A stamp JSON carries but SQLite's reader cannot hold as an integer
-(past int64, where binding it raised OverflowError) is left out by the WHERE and noticed by the
-row count, so the run is retried row by row and that row alone is dropped and counted."""
+rows this replaces. The writer thread's CPU per row is lower too (one thread, 500-row batches:
+6.5-6.7 against 8.1-9.2 µs; docs/RESULTS.md 2026-12-02). ``json_extract`` rather than ``->>``: the
+operator needs SQLite 3.38. ``json_each`` yields an array's elements in order, so rows keep their
+arrival order without an ORDER BY (which cost ~0.8 µs a row; tests/recording/test_json_rows.py
+checks the order)."""
+
+_JSON_OPTIONS: Final = orjson.OPT_STRICT_INTEGER
+"""An integer past 2**53 is refused (a ValueError: the run is retried row by row and that row
+alone is dropped and counted), as binding one past int64 was: SQLite would store a JSON integer
+past int64 as a rounded REAL, and checking each value in SQL cost ~3 µs a row. Every integer here
+is a millisecond wall-clock stamp, near 2**41, so nothing real comes near the bound."""
 
 
 def _rows_json(rows: list[LatencyRow]) -> str:
@@ -116,10 +118,10 @@ def _rows_json(rows: list[LatencyRow]) -> str:
     Text, not bytes: SQLite 3.45 and later read a BLOB argument of ``json_each`` as JSONB.
 
     Raises:
-        ValueError: a row JSON cannot carry (a lone surrogate in an id, an integer past 2**64).
+        ValueError: a row JSON cannot carry (a lone surrogate in an id, an integer past 2**53).
     """
     try:
-        return orjson.dumps(rows, default=tuple).decode()
+        return orjson.dumps(rows, default=tuple, option=_JSON_OPTIONS).decode()
     except orjson.JSONEncodeError as error:
         raise ValueError(f"latency row not encodable: {error}") from None
 
@@ -128,13 +130,11 @@ def _insert_rows(connection: sqlite3.Connection, rows: list[LatencyRow], now_ms:
     """Insert ``rows`` in the caller's transaction, parents first, as two statements.
 
     Raises:
-        ValueError: a row JSON cannot carry, or whose stamps are not both int64 integers.
+        ValueError: a row JSON cannot carry.
     """
     text = _rows_json(rows)
     connection.execute(_JSON_CORRELATIONS, (now_ms, text))
-    inserted = connection.execute(_JSON_EVENTS, (text,)).rowcount
-    if inserted != len(rows):
-        raise ValueError(f"{len(rows) - inserted} latency row(s) with a stamp past int64")
+    connection.execute(_JSON_EVENTS, (text,))
 
 
 def _order_values(row: OrderRow) -> tuple[object, ...]:

@@ -348,6 +348,8 @@ def test_variants_refuse_an_unknown_name() -> None:
         "chunked-rows",
         "acks-per-frame",
         "acks-per-batch",
+        "switch-1ms",
+        "switch-0.2ms",
     }
     assert variants_main(["idle-lane+nonsense", "serve"]) == 2
     assert variants_main([]) == 2

@@ -112,10 +112,10 @@ def test_order_rows_between_runs_keep_arrival_order(connection: sqlite3.Connecti
     assert [row[0] for row in _stored(connection)] == ["a0", "a1", "b0"]
 
 
-@pytest.mark.parametrize("stamp", [2**63, 2**64])
-def test_a_stamp_past_int64_is_dropped_alone(connection: sqlite3.Connection, stamp: int) -> None:
-    """A stamp past int64 (SQLite would hold it as a rounded REAL; JSON cannot carry 2**64) is
-    dropped and reported; the rows around it are written."""
+@pytest.mark.parametrize("stamp", [2**53, 2**63, 2**64])
+def test_a_stamp_past_2_53_is_dropped_alone(connection: sqlite3.Connection, stamp: int) -> None:
+    """A stamp past 2**53 (past int64 SQLite would hold it as a rounded REAL) is dropped and
+    reported; the rows around it are written."""
     huge = latency_row("huge", Stage.WAKE_RECV, 1, stamp, 0.5, None)
     outcome = write_batch(connection, [_plain("before"), huge, _plain("after")])
     assert not outcome.committed_as_batch
@@ -124,8 +124,8 @@ def test_a_stamp_past_int64_is_dropped_alone(connection: sqlite3.Connection, sta
     assert [row[0] for row in _stored(connection)] == ["before", "after"]
 
 
-def test_int64_extremes_are_kept_exactly(connection: sqlite3.Connection) -> None:
-    """The negative twin: 2**63 - 1 and -2**63 are written, as those integers."""
-    edge = latency_row("edge", Stage.WAKE_RECV, 2**63 - 1, -(2**63), 0.5, None)
+def test_stamps_up_to_2_53_are_kept_exactly(connection: sqlite3.Connection) -> None:
+    """The negative twin: 2**53 - 1 and -(2**53 - 1) are written, as those integers."""
+    edge = latency_row("edge", Stage.WAKE_RECV, 2**53 - 1, -(2**53 - 1), 0.5, None)
     assert write_batch(connection, [edge]).committed_as_batch
-    assert _stored(connection)[0][2:4] == (2**63 - 1, -(2**63))
+    assert _stored(connection)[0][2:4] == (2**53 - 1, -(2**53 - 1))
