@@ -23,13 +23,13 @@ before anyone changes the executor. Variants:
   writes no ``wire`` stamp (httpx does not say when its last byte left), so it has no
   ``detect_wire`` rows; its ``detect_fire`` and ``dispatch_ack`` compare with the product's.
 - ``json-rows`` was here until the writer adopted it (executor/recording/sqlite_writer.py,
-  2026-12-02); ``chunked-rows`` is now the other side of that A/B: the writer as it was before,
+  2026-12-01); ``chunked-rows`` is now the other side of that A/B: the writer as it was before,
   multi-row INSERTs of 128, 64, ... rows whose every value is bound from Python.
 - ``switch-1ms``, ``switch-0.2ms``: ``sys.setswitchinterval`` (CPython's default is 5 ms): how
   long a thread waiting for the GIL waits before it asks the holder to let go. The writer thread
   retakes the GIL after each SQLite step; with the event loop busy, that wait is the interval.
 - ``acks-per-frame``: every ack in its own ``send`` (``ACK_JOIN_FRAMES`` = 1), as from 2026-12-01
-  until pipelined acks were joined (2026-12-02); ``acks-per-batch``: one joined ``send`` per
+  until pipelined acks were joined (2026-12-01); ``acks-per-batch``: one joined ``send`` per
   batch (``ACK_JOIN_FRAMES`` = ``MAX_BATCH_FRAMES``), close to the code before 2026-12-01 (which
   also sent a real wake's ack joined).
 - ``pipelined-writer`` was here until the consumer adopted it (executor/recording/consumer.py,
@@ -153,7 +153,7 @@ def _patch_chunked_rows() -> None:
 
 
 _CHUNK_ROWS: Final = (128, 64, 32, 16, 8, 4, 2, 1)
-"""The landed writer's multi-row INSERT sizes before 2026-12-02 (rows)."""
+"""The landed writer's multi-row INSERT sizes before 2026-12-01 (rows)."""
 
 
 def _patch_acks_per_frame() -> None:

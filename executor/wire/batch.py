@@ -41,7 +41,7 @@ ACK_JOIN_FRAMES: Final = 8
 """Most acks of pipelined frames joined into one ``send`` (frames). Eight cuts the system calls of
 a full batch from 32 to 4, most of what joining the whole batch saves, while a joined frame's span
 holds at most seven later frames' decode and ack encoding (~3 µs each) rather than 31. Measured
-against joining whole batches in docs/RESULTS.md (2026-12-02)."""
+against joining whole batches in docs/RESULTS.md (2026-12-01)."""
 
 _INCOMPLETE: Final = -1
 """``next_complete_frame``: the next frame is not all in the buffer yet."""
