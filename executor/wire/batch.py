@@ -126,9 +126,9 @@ def take_buffered_frames(
     The first frame (body ``length`` bytes) is known to be complete. A frame with nothing complete
     behind it, and a real wake, has its ack sent at once (with the acks held before it); a shadow
     or rejected frame with the next frame complete behind it holds its ack to join the next ones
-    (up to ``ACK_JOIN_FRAMES``, never past the batch). Joined acks the
-    kernel does not take whole are left in ``batch.short_ack`` and end the batch. Returns True
-    when an oversized prefix ended the batch (the connection must close once the batch is acked).
+    (up to ``ACK_JOIN_FRAMES``, never past the batch). Joined acks the kernel does not take whole
+    are left in ``batch.short_ack`` and end the batch. Returns True when an oversized prefix ended
+    the batch (the connection must close once the batch is acked).
 
     Raises:
         PeerGone: the peer vanished; the frames being acked are left in ``batch.held``.
@@ -239,9 +239,7 @@ async def send_short_ack_rest(connection: BufferedPeer, batch: Batch) -> None:
     connection.waited = True
     while batch.held:
         await trio.lowlevel.wait_writable(connection.sock)
-        view = memoryview(batch.short_ack)
-        batch.short_sent += connection.send_now(view[batch.short_sent :])
-        view.release()
+        batch.short_sent += connection.send_now(memoryview(batch.short_ack)[batch.short_sent :])
         # ---- timed span closes for the frames whose acks are now whole in the kernel ----
         close_spans_sent(batch, time.perf_counter_ns())
     batch.short_ack = b""
