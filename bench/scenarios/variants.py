@@ -22,11 +22,16 @@ before anyone changes the executor. Variants:
   (the former ``direct-request`` variant, which that transport had adopted), signed inline. It
   writes no ``wire`` stamp (httpx does not say when its last byte left), so it has no
   ``detect_wire`` rows; its ``detect_fire`` and ``dispatch_ack`` compare with the product's.
-- ``json-rows``: the telemetry writer inserts a batch's run of latency rows with two statements
-  that read one JSON array (``json_each``, the array built by orjson in the worker thread), instead
-  of multi-row INSERTs of 128, 64, ... rows whose every value is bound from Python. The work per
-  row then happens inside ``sqlite3_step``, without the GIL (issue 17's lead); a batch takes the
-  GIL back four times (BEGIN, two INSERTs, COMMIT) instead of about sixteen.
+- ``json-rows`` was here until the writer adopted it (executor/recording/sqlite_writer.py,
+  2026-12-01); ``chunked-rows`` is now the other side of that A/B: the writer as it was before,
+  multi-row INSERTs of 128, 64, ... rows whose every value is bound from Python.
+- ``switch-1ms``, ``switch-0.2ms``: ``sys.setswitchinterval`` (CPython's default is 5 ms): how
+  long a thread waiting for the GIL waits before it asks the holder to let go. The writer thread
+  retakes the GIL after each SQLite step; with the event loop busy, that wait is the interval.
+- ``acks-per-frame``: every ack in its own ``send`` (``ACK_JOIN_FRAMES`` = 1), as from 2026-12-01
+  until pipelined acks were joined (2026-12-01); ``acks-per-batch``: one joined ``send`` per
+  batch (``ACK_JOIN_FRAMES`` = ``MAX_BATCH_FRAMES``), close to the code before 2026-12-01 (which
+  also sent a real wake's ack joined).
 - ``pipelined-writer`` was here until the consumer adopted it (executor/recording/consumer.py,
   2026-12-01): its A/B is in docs/RESULTS.md.
 """
@@ -114,36 +119,68 @@ def _patch_httpx_orders() -> None:
     exchange.ExchangeClient._order_attempt = order_attempt  # type: ignore[method-assign]
 
 
-_JSON_CORRELATIONS: Final = (
-    "INSERT OR IGNORE INTO correlations (correlation_id, created_at_ms)"
-    " SELECT value ->> 0, ? FROM json_each(?) ORDER BY key"
-)
-_JSON_EVENTS: Final = (
-    "INSERT INTO latency_events"
-    " (correlation_id, stage, started_at_ms, ended_at_ms, duration_ms, metadata_json)"
-    " SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5"
-    " FROM json_each(?) ORDER BY key"
-)
-
-
-def _patch_json_rows() -> None:
+def _patch_chunked_rows() -> None:
     import sqlite3
-
-    import orjson
 
     from executor.recording import sqlite_writer
     from executor.recording.rows import LatencyRow
 
+    correlation = "INSERT OR IGNORE INTO correlations (correlation_id, created_at_ms) VALUES (?, ?)"
+    event = (
+        "INSERT INTO latency_events"
+        " (correlation_id, stage, started_at_ms, ended_at_ms, duration_ms, metadata_json)"
+        " VALUES (?, ?, ?, ?, ?, ?)"
+    )
+    statements = {
+        size: (
+            correlation + ", (?, ?)" * (size - 1),
+            event + ", (?, ?, ?, ?, ?, ?)" * (size - 1),
+        )
+        for size in _CHUNK_ROWS
+    }
+
     def insert_rows(connection: sqlite3.Connection, rows: list[LatencyRow], now_ms: int) -> None:
-        text = orjson.dumps(rows, default=tuple).decode()  # TEXT: a BLOB is JSONB to SQLite 3.45+
-        connection.execute(_JSON_CORRELATIONS, (now_ms, text))
-        connection.execute(_JSON_EVENTS, (text,))
+        start = 0
+        for size in _CHUNK_ROWS:
+            while len(rows) - start >= size:
+                chunk = rows[start : start + size]
+                correlations_sql, events_sql = statements[size]
+                connection.execute(correlations_sql, [v for row in chunk for v in (row[0], now_ms)])
+                connection.execute(events_sql, [value for row in chunk for value in row])
+                start += size
 
     sqlite_writer._insert_rows = insert_rows
 
 
+_CHUNK_ROWS: Final = (128, 64, 32, 16, 8, 4, 2, 1)
+"""The landed writer's multi-row INSERT sizes before 2026-12-01 (rows)."""
+
+
+def _patch_acks_per_frame() -> None:
+    from executor.wire import batch
+
+    batch.ACK_JOIN_FRAMES = 1  # type: ignore[misc]
+
+
+def _patch_acks_per_batch() -> None:
+    from executor.wire import batch
+
+    batch.ACK_JOIN_FRAMES = batch.MAX_BATCH_FRAMES  # type: ignore[misc]
+
+
+def _switch_interval(seconds: float) -> Callable[[], None]:
+    def patch() -> None:
+        sys.setswitchinterval(seconds)
+
+    return patch
+
+
 VARIANTS: Final[dict[str, Callable[[], None]]] = {
-    "json-rows": _patch_json_rows,
+    "switch-1ms": _switch_interval(0.001),
+    "switch-0.2ms": _switch_interval(0.0002),
+    "chunked-rows": _patch_chunked_rows,
+    "acks-per-frame": _patch_acks_per_frame,
+    "acks-per-batch": _patch_acks_per_batch,
     "idle-lane": _patch_idle_lane,
     "httpx-orders": _patch_httpx_orders,
 }

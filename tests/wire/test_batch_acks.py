@@ -1,4 +1,4 @@
-"""Each frame of a batch gets its own ack ``send``, in frame order, with no scheduler pass between.
+"""Each real frame of a batch gets its own ack ``send``, in frame order, with no pass between.
 
 ``serve_frames`` is driven here over a scripted socket: its ``recv_into`` hands over bytes the test
 chose (so what one batch holds is decided by the test, not by timing), its ``send`` records every
