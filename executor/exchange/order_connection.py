@@ -16,6 +16,11 @@ What a failure means for the order (the transport turns it into its error classe
 - a byte was written and then the connection broke, or the answer was malformed:
   :class:`~executor.exchange.messages.ExchangeAmbiguous`, never retried (reconciliation decides).
 
+An order may be begun where its fire is decided (:meth:`OrderConnection.begin`: the non-blocking
+``send`` and the ``wire`` stamp, no waiting) and finished in the fire's own task
+(:meth:`OrderConnection.finish`: the rest of the request if the kernel's buffer was full, then
+the response); :meth:`OrderConnection.exchange` is the two in one.
+
 HTTP is h11's: every request's framing is handed to h11 (``OrderTemplate.h11_events``) and every
 response byte goes through ``h11.Connection.receive_data``; nothing is parsed by hand.
 """
@@ -25,6 +30,7 @@ from __future__ import annotations
 import select
 import socket
 import ssl
+from dataclasses import dataclass
 from typing import Final
 
 import h11
@@ -61,6 +67,11 @@ class OrderConnection:
         self.closed = False
         self.idle_since = trio.current_time()
         self._written = False
+        self._unsent = memoryview(b"")
+        """What :meth:`begin` left for :meth:`finish` to send."""
+        self._body = b""
+        self._failure: BaseException | None = None
+        """What :meth:`begin` caught, for :meth:`finish` to raise."""
 
     @classmethod
     async def open(
@@ -128,8 +139,9 @@ class OrderConnection:
     ) -> tuple[int, str, bytes]:
         """Write ``request`` (whose body is ``body``), stamp ``wire_ns``, read the whole response.
 
-        Returns ``(status, reason, body)``. The connection stays open for the next order only
-        when h11 says both sides finished the cycle and nobody asked to close.
+        :meth:`begin` then :meth:`finish`: returns ``(status, reason, body)``. The connection
+        stays open for the next order only when h11 says both sides finished the cycle and nobody
+        asked to close.
 
         Raises:
             ExchangeError: the connection failed before any byte of the request was written.
@@ -137,25 +149,72 @@ class OrderConnection:
 
         Cancellation: the connection is closed (a request may be half written); nothing else.
         """
+        self.begin(request, body, stamps)
+        return await self.finish(stamps)
+
+    def begin(self, request: bytes, body: bytes, stamps: OrderStamps) -> None:
+        """Hand ``request`` to the kernel now, as much of it as it takes, without waiting.
+
+        Whatever is left (the kernel's buffer was full) and any failure are kept for
+        :meth:`finish`, which must follow: it raises the failure or sends the rest. When every
+        byte went, ``wire_ns`` is stamped here, right after the ``send`` that took the last one.
+        """
         self._written = False
+        self._unsent = memoryview(request)
+        self._body = body
+        self._failure = None
         try:
-            await self._send_all(request)
-            stamps.wire_ns = stamp_ns()
-            for event in self.template.h11_events(body):
-                self._h11.send(event)
+            self._send_now()
+            if not self._unsent:
+                self._wrote_all(stamps)
+        except Exception as error:  # raised by finish(), inside its error handling
+            self._failure = error
+
+    async def finish(self, stamps: OrderStamps) -> tuple[int, str, bytes]:
+        """Send what :meth:`begin` could not, then read the whole response (see :meth:`exchange`).
+
+        Raises:
+            ExchangeError: the connection failed before any byte of the request was written.
+            ExchangeAmbiguous: it failed after (the order may have been placed).
+
+        Cancellation: the connection is closed (a request may be half written); nothing else.
+        """
+        try:
+            if self._failure is not None:
+                raise self._failure
+            if self._unsent:
+                await self._send_rest()
+                self._wrote_all(stamps)
             return await self._read_response()
         except BaseException as error:
             self.close()
             if isinstance(error, (OSError, h11.ProtocolError, ValueError)):
                 raise _failure(error, written=self._written) from None
             raise
+        finally:
+            self._failure = None
+            self._unsent = memoryview(b"")
 
-    async def _send_all(self, request: bytes) -> None:
-        """Send every byte; ``_written`` turns true with the first byte the kernel accepted."""
-        view = memoryview(request)
-        while view:
+    def _wrote_all(self, stamps: OrderStamps) -> None:
+        stamps.wire_ns = stamp_ns()
+        for event in self.template.h11_events(self._body):
+            self._h11.send(event)
+
+    def _send_now(self) -> bool:
+        """One non-blocking ``send`` of the unsent bytes; False when TLS wants to wait first."""
+        try:
+            sent = self._tls.send(self._unsent)
+        except (ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            return False
+        self._written = True
+        self._unsent = self._unsent[sent:]
+        return True
+
+    async def _send_rest(self) -> None:
+        """Send every unsent byte; ``_written`` turns true with the first byte the kernel took."""
+        while self._unsent:
             try:
-                sent = self._tls.send(view)
+                sent = self._tls.send(self._unsent)
             except ssl.SSLWantWriteError:
                 await wait_writable(self._tls)
                 continue
@@ -163,7 +222,7 @@ class OrderConnection:
                 await wait_readable(self._tls)
                 continue
             self._written = True
-            view = view[sent:]
+            self._unsent = self._unsent[sent:]
 
     async def _read_response(self) -> tuple[int, str, bytes]:
         status, reason, chunks, size = 0, "", [], 0
@@ -214,6 +273,13 @@ class OrderConnection:
         self.closed = True
         notify_closing(self._tls)
         self._tls.close()
+
+
+@dataclass(frozen=True, slots=True)
+class OrderInFlight:
+    """A real attempt begun on ``connection`` (``send_order_now``), its response still to read."""
+
+    connection: OrderConnection
 
 
 def _failure(error: BaseException, *, written: bool) -> ExchangeError:

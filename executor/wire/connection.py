@@ -3,7 +3,8 @@
 Frames are handled in **batches**: after a read, every frame already complete in the receive
 buffer (at most ``MAX_BATCH_FRAMES``) is stamped, decoded, its ack encoded and handed to the kernel
 in its own non-blocking ``send``, one frame after the other, with no scheduler pass in between;
-then each acked frame's ``wake_recv`` row is recorded and its fire started; then the loop takes one
+then the batch's real wakes are fired (a real order is decided and written right there), then each
+acked frame's ``wake_recv`` row is recorded and the shadow fires started; then the loop takes one
 Trio checkpoint (cancellation, fairness), skipped when the batch's reads already waited in the
 scheduler. A paced peer (one frame at a time) makes batches of one, exactly the per-frame loop. A
 frame cut at the buffer's end ends the batch: the acks before it are already out. An ack the
@@ -55,6 +56,10 @@ MAX_BATCH_FRAMES: Final = 32
 of rows and fires per this many pipelined frames instead of per frame; at ~10 µs of work a frame,
 another connection waits at most a few hundred µs for its turn. A guess, measured in
 docs/RESULTS.md (2026-11-30)."""
+
+StartFire = Callable[[WakeMessage, int, int], None]
+"""Starts the fire of an acked wake, given when its bytes were read and when its ack was out
+(``perf_counter_ns``); never blocks."""
 
 _PEER_GONE: Final = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
@@ -142,7 +147,7 @@ async def serve_frames(
     counters: FrameCounters,
     stats: dict[str, int],
     telemetry: Telemetry,
-    start_fire: Callable[[WakeMessage], None],
+    start_fire: StartFire,
     stopping: trio.Event,
 ) -> str:
     """Handle frames until EOF or shutdown; return why the loop ended.
@@ -339,7 +344,7 @@ def _finish_batch(
     batch: _Batch,
     counters: FrameCounters,
     telemetry: Telemetry,
-    start_fire: Callable[[WakeMessage], None],
+    start_fire: StartFire,
 ) -> None:
     """After the sends: a row and a fire per acked frame, ``unacked`` for the short one, warnings.
 
@@ -350,6 +355,7 @@ def _finish_batch(
         counters.unacked += 1
     batch.short_frame = None
     batch.short_ack = b""
+    _start_real_fires_first(batch, start_fire)
     ended_at_ms = time.time_ns() // 1_000_000
     record = telemetry.record
     for decoded, stamp_ns, received_at_ms, done_ns in batch.acked:
@@ -362,11 +368,29 @@ def _finish_batch(
                 decoded.dry_run,
             )
         )
-        start_fire(wake_message_of(decoded))
+    _start_shadow_fires(batch, start_fire)
     batch.acked.clear()
     for error in batch.rejected:
         _rejected_frame_warnings.warning(field=error.field, reason=str(error))
     batch.rejected.clear()
+
+
+def _start_real_fires_first(batch: _Batch, start_fire: StartFire) -> None:
+    """Hand the batch's real wakes to the fire path, in frame order, before anything else.
+
+    A real order is decided and written inside ``start_fire`` (``FirePath.start``), so it leaves
+    before any row of the batch is recorded and before any of its shadow fires starts.
+    """
+    for decoded, stamp_ns, _, done_ns in batch.acked:
+        if not decoded.dry_run:
+            start_fire(wake_message_of(decoded), stamp_ns, done_ns)
+
+
+def _start_shadow_fires(batch: _Batch, start_fire: StartFire) -> None:
+    """Then the batch's shadow wakes, in frame order (their real ones already went)."""
+    for decoded, stamp_ns, _, done_ns in batch.acked:
+        if decoded.dry_run:
+            start_fire(wake_message_of(decoded), stamp_ns, done_ns)
 
 
 async def _checkpoint_unless_waited(connection: Connection) -> None:

@@ -11,14 +11,18 @@ connection; its open and close lines carry the connection's number and frame cou
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
 
 import structlog
 import trio
 
 from executor.telemetry import Telemetry
-from executor.wire.connection import Connection, FrameCounters, PeerGone, serve_frames
-from executor.wire.protocol import WakeMessage
+from executor.wire.connection import (
+    Connection,
+    FrameCounters,
+    PeerGone,
+    StartFire,
+    serve_frames,
+)
 
 log = structlog.get_logger()
 
@@ -30,7 +34,7 @@ async def serve_connection(
     connections: set[Connection],
     counters: FrameCounters,
     telemetry: Telemetry,
-    start_fire: Callable[[WakeMessage], None],
+    start_fire: StartFire,
     stopping: trio.Event,
 ) -> None:
     """Serve one accepted connection until it ends, then close it; never raises but Cancelled.

@@ -45,8 +45,9 @@ class FakePlacer:
     on_first_sign: Callable[[], None] | None = None
 
     async def place_order(
-        self, body: bytes, stamps: OrderStamps, *, dry_run: bool
+        self, body: bytes, stamps: OrderStamps, *, dry_run: bool, started: object = None
     ) -> dict[str, Any]:
+        assert started is None  # it has no send_order_now, so nothing was begun for it
         stamps.attempts += 1
         client_order_id = orjson.loads(body)["client_order_id"]
         stamps.sign_start_ns = time.perf_counter_ns()

@@ -128,7 +128,7 @@ class Scripted:
                 counters=self.counters,
                 stats={"frames": 0, "accepted": 0, "rejected": 0},
                 telemetry=cast(Telemetry, self.telemetry),
-                start_fire=lambda message: self.fired.append(message.correlation_id),
+                start_fire=lambda message, *_: self.fired.append(message.correlation_id),
                 stopping=trio.Event(),
             )
         finally:
