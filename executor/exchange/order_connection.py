@@ -2,7 +2,7 @@
 
 The order's request goes out in one ``SSLSocket.send`` that returns as soon as the kernel has the
 bytes (the ``wire`` stamp is taken right there, before any pass through the scheduler), and the
-response is read with ``recv`` until h11 says it is complete; Trio's ``wait_readable`` /
+response is read with ``recv`` until its parser says it is complete; Trio's ``wait_readable`` /
 ``wait_writable`` park the task only when the socket has nothing to give or no room. Measured
 against ``trio.SSLStream`` over the same fake (``bench/scenarios/order_wire.py``, docs/RESULTS.md
 2026-12-01) it is the faster of the two; it is correct under cancellation for the same reason the
@@ -21,8 +21,8 @@ An order may be begun where its fire is decided (:meth:`OrderConnection.begin`: 
 (:meth:`OrderConnection.finish`: the rest of the request if the kernel's buffer was full, then
 the response); :meth:`OrderConnection.exchange` is the two in one.
 
-HTTP is h11's: every request's framing is handed to h11 (``OrderTemplate.h11_events``) and every
-response byte goes through ``h11.Connection.receive_data``; nothing is parsed by hand.
+Nothing parses HTTP by hand: the request comes from a template tested byte for byte against h11's
+serialisation, and every response byte goes through llhttp (``executor.exchange.order_response``).
 """
 
 from __future__ import annotations
@@ -33,19 +33,16 @@ import ssl
 from dataclasses import dataclass
 from typing import Final
 
-import h11
 import trio
 from trio.lowlevel import notify_closing, wait_readable, wait_writable
 
 from executor.clock import stamp_ns
 from executor.exchange.messages import ExchangeAmbiguous, ExchangeError, OrderStamps
+from executor.exchange.order_response import MAX_RESPONSE_BYTES, ResponseReader
 from executor.exchange.order_template import OrderTemplate
 
 READ_BYTES: Final = 64 * 1024
 """Bytes asked of one ``recv``: an order's answer is a few hundred bytes, so one read holds it."""
-MAX_RESPONSE_BYTES: Final = 1024 * 1024
-"""Largest response body accepted (bytes): an order answer is ~300; past this the exchange (or
-something in between) is not answering an order and the connection is dropped."""
 
 
 class OrderConnection:
@@ -59,7 +56,8 @@ class OrderConnection:
 
     def __init__(self, tls: ssl.SSLSocket, template: OrderTemplate, number: int) -> None:
         self._tls = tls
-        self._h11 = h11.Connection(h11.CLIENT)
+        self._reader = ResponseReader()
+        """The current order's response parser (made once its request is written)."""
         self._poll = select.poll()
         self._poll.register(tls.fileno(), select.POLLIN)
         self.template = template
@@ -140,8 +138,8 @@ class OrderConnection:
         """Write ``request`` (whose body is ``body``), stamp ``wire_ns``, read the whole response.
 
         :meth:`begin` then :meth:`finish`: returns ``(status, reason, body)``. The connection
-        stays open for the next order only when h11 says both sides finished the cycle and nobody
-        asked to close.
+        stays open for the next order only when the response was whole, nothing followed it and
+        the exchange did not ask to close.
 
         Raises:
             ExchangeError: the connection failed before any byte of the request was written.
@@ -188,7 +186,7 @@ class OrderConnection:
             return await self._read_response()
         except BaseException as error:
             self.close()
-            if isinstance(error, (OSError, h11.ProtocolError, ValueError)):
+            if isinstance(error, (OSError, ValueError)):
                 raise _failure(error, written=self._written) from None
             raise
         finally:
@@ -197,8 +195,7 @@ class OrderConnection:
 
     def _wrote_all(self, stamps: OrderStamps) -> None:
         stamps.wire_ns = stamp_ns()
-        for event in self.template.h11_events(self._body):
-            self._h11.send(event)
+        self._reader = self._new_reader(self._body)
 
     def _send_now(self) -> bool:
         """One non-blocking ``send`` of the unsent bytes; False when TLS wants to wait first."""
@@ -225,34 +222,22 @@ class OrderConnection:
             self._unsent = self._unsent[sent:]
 
     async def _read_response(self) -> tuple[int, str, bytes]:
-        status, reason, chunks, size = 0, "", [], 0
+        reader = self._reader
         while True:
-            event = self._h11.next_event()
-            if event is h11.NEED_DATA:
-                data = await self._receive()
-                if not data:
-                    raise ConnectionResetError(
-                        "the exchange closed the connection before answering"
-                    )
-                self._h11.receive_data(data)
-            elif isinstance(event, h11.Response):
-                status, reason = event.status_code, event.reason.decode("latin-1")
-            elif isinstance(event, h11.Data):
-                size += len(event.data)
-                if size > MAX_RESPONSE_BYTES:
-                    raise ValueError(f"response body over {MAX_RESPONSE_BYTES} bytes")
-                chunks.append(event.data)
-            elif isinstance(event, h11.EndOfMessage):
+            data = await self._receive()
+            if not data:
+                raise ConnectionResetError("the exchange closed the connection before answering")
+            if reader.feed(data):
                 break
-            elif isinstance(event, h11.ConnectionClosed):
-                raise ConnectionResetError("the exchange closed the connection without answering")
-            # h11.InformationalResponse (1xx): keep reading for the final response
-        if self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE:
-            self._h11.start_next_cycle()
+        if reader.reusable:
             self.idle_since = trio.current_time()
         else:
-            self.close()  # the exchange asked to close (Connection: close) or framed by EOF
-        return status, reason, b"".join(chunks)
+            self.close()  # the exchange asked to close, or sent more than its answer
+        return reader.status, reader.reason, reader.body
+
+    def _new_reader(self, body: bytes) -> ResponseReader:
+        """The parser of the response to the request just written (whose body is ``body``)."""
+        return ResponseReader()
 
     async def _receive(self) -> bytes:
         """The next decrypted bytes; ``b""`` at the end of the stream."""
@@ -289,3 +274,6 @@ def _failure(error: BaseException, *, written: bool) -> ExchangeError:
     return ExchangeError(
         f"connection error before the order was sent: {detail}", maybe_placed=False
     )
+
+
+__all__ = ["MAX_RESPONSE_BYTES", "READ_BYTES", "OrderConnection", "OrderInFlight"]

@@ -132,8 +132,12 @@ class Scripted:
                 stopping=trio.Event(),
             )
         finally:
-            self._stuck.close()
-            self._peer.close()
+            self.close()
+
+    def close(self) -> None:
+        """Close the socket pair whose ends the waits for writability poll."""
+        self._stuck.close()
+        self._peer.close()
 
     def recorded(self) -> list[str]:
         return [row.correlation_id for row in self.telemetry.rows]
