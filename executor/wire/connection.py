@@ -4,7 +4,8 @@ Frames are handled in **batches**: after a read, every frame already complete in
 buffer (at most ``MAX_BATCH_FRAMES``) is stamped, decoded, its ack encoded and handed to the kernel
 in its own non-blocking ``send``, one frame after the other, with no scheduler pass in between;
 then the batch's real wakes are fired (a real order is decided and written right there), then each
-acked frame's ``wake_recv`` row is recorded and the shadow fires started; then the loop takes one
+acked frame's ``wake_recv`` row is recorded, and the shadow fires are started once no further
+whole frame is waiting (``executor.wire.handoff``: the order, and why); then the loop takes one
 Trio checkpoint (cancellation, fairness), skipped when the batch's reads already waited in the
 scheduler. A paced peer (one frame at a time) makes batches of one, exactly the per-frame loop. A
 frame cut at the buffer's end ends the batch: the acks before it are already out. An ack the
@@ -26,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -34,18 +34,17 @@ import trio
 
 from executor.logs import RateLimitedWarning
 from executor.telemetry import Telemetry, wake_recv_row
+from executor.wire.handoff import FireHandoff, StartFire, frame_waiting
 from executor.wire.protocol import (
     MAX_FRAME_BYTES,
     PREFIX_BYTES,
     DecodedWake,
     DecodeError,
     FrameTooLargeError,
-    WakeMessage,
     decode_wake,
     encode_accepted_ack,
     encode_rejected_ack,
     parse_frame_length,
-    wake_message_of,
 )
 
 RECEIVE_BUFFER_BYTES: Final = 2 * (PREFIX_BYTES + MAX_FRAME_BYTES)
@@ -56,10 +55,6 @@ MAX_BATCH_FRAMES: Final = 32
 of rows and fires per this many pipelined frames instead of per frame; at ~10 µs of work a frame,
 another connection waits at most a few hundred µs for its turn. A guess, measured in
 docs/RESULTS.md (2026-11-30)."""
-
-StartFire = Callable[[WakeMessage, int, int], None]
-"""Starts the fire of an acked wake, given when its bytes were read and when its ack was out
-(``perf_counter_ns``); never blocks."""
 
 _PEER_GONE: Final = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
@@ -176,6 +171,24 @@ async def serve_frames(
     decoded and are dropped with the connection, uncounted like any half-read frame.
     """
     batch = _Batch()
+    handoff = FireHandoff(start_fire)
+    try:
+        return await _serve_batches(
+            connection, batch, handoff, counters, stats, telemetry, stopping
+        )
+    finally:
+        handoff.flush()  # whatever ended the loop, no held shadow wake is lost
+
+
+async def _serve_batches(
+    connection: Connection,
+    batch: _Batch,
+    handoff: FireHandoff,
+    counters: FrameCounters,
+    stats: dict[str, int],
+    telemetry: Telemetry,
+    stopping: trio.Event,
+) -> str:
     while True:
         connection.waited = False
         if stopping.is_set():
@@ -197,10 +210,11 @@ async def serve_frames(
             if batch.short_ack:
                 await _send_short_ack_rest(connection, batch)
         finally:
-            _finish_batch(batch, counters, telemetry, start_fire)
+            _finish_batch(batch, counters, telemetry, handoff)
         if oversized:
             _declared_length(connection, counters)  # counts it and logs it, after the span
             return "oversized frame"
+        handoff.start_shadows(more_frames_waiting=lambda: frame_waiting(connection))
         await _checkpoint_unless_waited(connection)
 
 
@@ -344,7 +358,7 @@ def _finish_batch(
     batch: _Batch,
     counters: FrameCounters,
     telemetry: Telemetry,
-    start_fire: StartFire,
+    handoff: FireHandoff,
 ) -> None:
     """After the sends: a row and a fire per acked frame, ``unacked`` for the short one, warnings.
 
@@ -355,7 +369,7 @@ def _finish_batch(
         counters.unacked += 1
     batch.short_frame = None
     batch.short_ack = b""
-    _start_real_fires_first(batch, start_fire)
+    handoff.start_real(batch.acked)
     ended_at_ms = time.time_ns() // 1_000_000
     record = telemetry.record
     for decoded, stamp_ns, received_at_ms, done_ns in batch.acked:
@@ -368,29 +382,11 @@ def _finish_batch(
                 decoded.dry_run,
             )
         )
-    _start_shadow_fires(batch, start_fire)
+    handoff.hold_shadows(batch.acked)
     batch.acked.clear()
     for error in batch.rejected:
         _rejected_frame_warnings.warning(field=error.field, reason=str(error))
     batch.rejected.clear()
-
-
-def _start_real_fires_first(batch: _Batch, start_fire: StartFire) -> None:
-    """Hand the batch's real wakes to the fire path, in frame order, before anything else.
-
-    A real order is decided and written inside ``start_fire`` (``FirePath.start``), so it leaves
-    before any row of the batch is recorded and before any of its shadow fires starts.
-    """
-    for decoded, stamp_ns, _, done_ns in batch.acked:
-        if not decoded.dry_run:
-            start_fire(wake_message_of(decoded), stamp_ns, done_ns)
-
-
-def _start_shadow_fires(batch: _Batch, start_fire: StartFire) -> None:
-    """Then the batch's shadow wakes, in frame order (their real ones already went)."""
-    for decoded, stamp_ns, _, done_ns in batch.acked:
-        if decoded.dry_run:
-            start_fire(wake_message_of(decoded), stamp_ns, done_ns)
 
 
 async def _checkpoint_unless_waited(connection: Connection) -> None:

@@ -20,9 +20,9 @@ from executor.wire.connection import (
     Connection,
     FrameCounters,
     PeerGone,
-    StartFire,
     serve_frames,
 )
+from executor.wire.handoff import StartFire
 
 log = structlog.get_logger()
 

@@ -17,10 +17,12 @@ from executor.fire.path import FireOutcome
 from executor.recording.rows import LatencyRow, OrderRowKind
 from executor.telemetry import Telemetry
 from executor.wire.connection import Connection, FrameCounters, serve_frames
-from executor.wire.protocol import WakeMessage
+from executor.wire.handoff import MAX_DEFERRED_SHADOWS, Acked, FireHandoff
+from executor.wire.protocol import WakeMessage, decode_wake, encode_frame
 from tests.support.inprocess import make_wake
 from tests.support.order_fakes import StartingPlacer, order_harness
 from tests.wire.test_batch_acks import Events, Scripted
+from tests.wire.test_batch_acks import ScriptedSocket as ScriptedSocketBase
 
 
 class _EventTelemetry:
@@ -109,3 +111,64 @@ async def test_start_leaves_the_write_to_the_task_when_the_transport_would_wait(
         assert not [event for event in harness.events if event[0] == "send"]
         assert await rest() is FireOutcome.FIRED
         assert len([event for event in harness.events if event[0] == "send"]) == 1
+
+
+class _ChunkedSocket(ScriptedSocketBase):
+    """A scripted socket whose reads hand over one scripted chunk each, then end-of-file."""
+
+    def __init__(self, chunks: list[bytes], run: Scripted) -> None:
+        super().__init__(b"", run.events, [], run._stuck)
+        self._chunks = list(chunks)
+
+    def recv_into(self, view: memoryview) -> int:
+        if not self._chunks:
+            return 0
+        chunk = self._chunks.pop(0)
+        view[: len(chunk)] = chunk
+        return len(chunk)
+
+
+async def test_a_later_real_wake_goes_before_the_shadows_of_batches_still_arriving() -> None:
+    """Shadow fires wait while more frames are ready: a real wake read next is fired first."""
+    run = Scripted([], [])
+    first = b"".join(encode_frame(make_wake(f"s{i}", dry_run=True)) for i in (0, 1))
+    second = encode_frame(make_wake("r2")) + encode_frame(make_wake("s3", dry_run=True))
+    run.sock = _ChunkedSocket([first, second], run)
+    await _serve_logging_fires(run)
+    fired = [label for kind, label in run.events if kind == "fire"]
+    assert fired == ["r2", "s0", "s1", "s3"]
+    assert [label for kind, label in run.events if kind == "send"] == ["s0", "s1", "r2", "s3"]
+
+
+async def test_shadows_are_fired_at_once_when_nothing_more_is_ready() -> None:
+    """The twin: when the next read finds nothing, a batch's shadows fire before it is read."""
+    run = Scripted([], [])
+    first = encode_frame(make_wake("s0", dry_run=True))
+    run.sock = _ChunkedSocket([first, b"", encode_frame(make_wake("r1"))], run)
+    await _serve_logging_fires(run)
+    assert run.events == [
+        ("send", "s0"),
+        ("row", "s0"),
+        ("fire", "s0"),
+        ("send", "r1"),
+        ("fire", "r1"),
+        ("row", "r1"),
+    ]
+
+
+def _acked(wake: WakeMessage) -> Acked:
+    return (decode_wake(encode_frame(wake)[4:]), 1, 0, 2)
+
+
+def test_held_shadows_are_bounded() -> None:
+    """Past MAX_DEFERRED_SHADOWS held, they are started even while frames keep coming."""
+    fired: list[str] = []
+    handoff = FireHandoff(lambda message, *stamps: fired.append(message.correlation_id))
+    shadows = [_acked(make_wake(f"s{i}", dry_run=True)) for i in range(MAX_DEFERRED_SHADOWS - 1)]
+    handoff.hold_shadows(shadows)
+    handoff.start_shadows(more_frames_waiting=lambda: True)
+    assert fired == [] and handoff.deferred == MAX_DEFERRED_SHADOWS - 1  # room left: held
+    handoff.hold_shadows([_acked(make_wake("last", dry_run=True))])
+    handoff.start_shadows(more_frames_waiting=lambda: True)
+    assert len(fired) == MAX_DEFERRED_SHADOWS and fired[-1] == "last"
+    assert handoff.deferred == 0
