@@ -32,6 +32,8 @@ before anyone changes the executor. Variants:
 - ``task-writes``: a real order is decided where its wake is acked but written from its fire's
   own task, after the batch's rows and shadow fires (``send_order_now`` always declines): the
   A/B of writing it at once.
+- ``no-shadow-hold``: a batch's shadow fires start right after its rows, even while more frames
+  are waiting (``executor.wire.handoff`` holds them): the burst's A/B.
 - ``pipelined-writer`` was here until the consumer adopted it (executor/recording/consumer.py,
   2026-12-01): its A/B is in docs/RESULTS.md.
 """
@@ -170,6 +172,15 @@ class _H11Reader:
         return False
 
 
+def _patch_no_shadow_hold() -> None:
+    from executor.wire.handoff import FireHandoff
+
+    def start_shadows(self: FireHandoff, *, more_frames_waiting: Callable[[], bool]) -> None:
+        self.flush()
+
+    FireHandoff.start_shadows = start_shadows  # type: ignore[method-assign]
+
+
 def _patch_h11_responses() -> None:
     from executor.exchange.order_connection import OrderConnection
 
@@ -217,6 +228,7 @@ VARIANTS: Final[dict[str, Callable[[], None]]] = {
     "httpx-orders": _patch_httpx_orders,
     "h11-responses": _patch_h11_responses,
     "task-writes": _patch_task_writes,
+    "no-shadow-hold": _patch_no_shadow_hold,
 }
 
 
