@@ -34,6 +34,9 @@ before anyone changes the executor. Variants:
   A/B of writing it at once.
 - ``no-shadow-hold``: a batch's shadow fires start right after its rows, even while more frames
   are waiting (``executor.wire.handoff`` holds them): the burst's A/B.
+- ``pending-after-write``: a real order's ``pending`` row is built and queued right after its
+  request was written instead of before its body is built (DISPATCH.md §4 orders it first): what
+  that work costs ``detect_wire``, measured, not adopted.
 - ``pipelined-writer`` was here until the consumer adopted it (executor/recording/consumer.py,
   2026-12-01): its A/B is in docs/RESULTS.md.
 """
@@ -181,6 +184,30 @@ def _patch_no_shadow_hold() -> None:
     FireHandoff.start_shadows = start_shadows  # type: ignore[method-assign]
 
 
+def _patch_pending_after_write() -> None:
+    from executor.exchange import dispatcher
+    from executor.exchange.order_rows import order_row
+    from executor.recording.rows import OrderRowKind
+
+    def begin(
+        self: dispatcher.OrderDispatcher, order: Any, stamps: Any
+    ) -> dispatcher.StartedOrder:
+        if order.ticket is not None:
+            order.ticket.sending()
+        started = dispatcher.StartedOrder(order, self.prepare(order.request), wall_ms(), stamps)
+        try:
+            started.body, started.in_flight = self._build_and_start(started.prepared, stamps)
+            pending = order_row(
+                started.prepared, self.policy, OrderRowKind.PENDING, started.requested_at_ms
+            )
+            self.sink.record_pending(pending)
+        except Exception as error:
+            started.failure = error
+        return started
+
+    dispatcher.OrderDispatcher.begin = begin  # type: ignore[method-assign]
+
+
 def _patch_h11_responses() -> None:
     from executor.exchange.order_connection import OrderConnection
 
@@ -229,6 +256,7 @@ VARIANTS: Final[dict[str, Callable[[], None]]] = {
     "h11-responses": _patch_h11_responses,
     "task-writes": _patch_task_writes,
     "no-shadow-hold": _patch_no_shadow_hold,
+    "pending-after-write": _patch_pending_after_write,
 }
 
 

@@ -352,7 +352,7 @@ def test_tiny_fire_run_reads_the_trio_executors_own_stage_rows(work_dir: Path) -
 def test_variants_refuse_an_unknown_name() -> None:
     """bench.scenarios.variants names its variants and refuses anything else before starting one."""
     names = {"idle-lane", "httpx-orders", "json-rows", "h11-responses", "task-writes"}
-    names.add("no-shadow-hold")
+    names |= {"no-shadow-hold", "pending-after-write"}
     assert set(VARIANTS) == names
     assert variants_main(["idle-lane+nonsense", "serve"]) == 2
     assert variants_main([]) == 2
