@@ -24,8 +24,9 @@ Cancellation: nothing here awaits.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from executor.wire.protocol import (
     PREFIX_BYTES,
@@ -35,9 +36,6 @@ from executor.wire.protocol import (
     parse_frame_length,
     wake_message_of,
 )
-
-if TYPE_CHECKING:
-    from executor.wire.connection import Connection
 
 MAX_DEFERRED_SHADOWS: Final = 256
 """Most shadow wakes one connection holds back while frames keep arriving (wakes). A burst of 200
@@ -103,7 +101,17 @@ class FireHandoff:
             start_fire(wake_message_of(decoded), stamp_ns, done_ns)
 
 
-def frame_waiting(connection: Connection) -> bool:
+class ReadBuffer(Protocol):
+    """What :func:`frame_waiting` reads of a connection (``executor.wire.connection.Connection``):
+    its socket and its receive buffer, unconsumed bytes from ``start`` to ``end``."""
+
+    sock: socket.socket
+    view: memoryview
+    start: int
+    end: int
+
+
+def frame_waiting(connection: ReadBuffer) -> bool:
     """Whether a whole frame can be handled now: buffered, or in the kernel (one non-blocking
     ``recv`` into the connection's buffer reads what it has). An end of stream or a reset is left
     for the connection's next read, which sees it again."""
@@ -119,7 +127,7 @@ def frame_waiting(connection: Connection) -> bool:
     return received > 0 and _frame_buffered(connection)
 
 
-def _frame_buffered(connection: Connection) -> bool:
+def _frame_buffered(connection: ReadBuffer) -> bool:
     start = connection.start
     available = connection.end - start
     if available < PREFIX_BYTES:
@@ -131,4 +139,11 @@ def _frame_buffered(connection: Connection) -> bool:
     return available >= PREFIX_BYTES + length
 
 
-__all__ = ["MAX_DEFERRED_SHADOWS", "Acked", "FireHandoff", "StartFire", "frame_waiting"]
+__all__ = [
+    "MAX_DEFERRED_SHADOWS",
+    "Acked",
+    "FireHandoff",
+    "ReadBuffer",
+    "StartFire",
+    "frame_waiting",
+]
