@@ -146,6 +146,12 @@ class ExecutorServer:
             reconcile_failed=fires.reconcile_failed,
             presigned=fires.presigned,
             signed_inline=fires.signed_inline,
+            stream_connected=fires.stream_connected,
+            stream_reconnects=fires.stream_reconnects,
+            stream_fill_messages=fires.stream_fill_messages,
+            stream_order_messages=fires.stream_order_messages,
+            stream_fills_applied=fires.stream_fills_applied,
+            stream_orders_applied=fires.stream_orders_applied,
         )
 
     @property

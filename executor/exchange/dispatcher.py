@@ -66,7 +66,7 @@ from executor.exchange.order_rows import (
     rejected_row,
 )
 from executor.exchange.reconcile import Reconciler
-from executor.exchange.stages import FireStamps
+from executor.exchange.stages import FireStamps, engine_ts_ms
 from executor.recording.open_orders import OUTCOME_UNKNOWN_PREFIX
 from executor.recording.rows import (
     HeartbeatRow,
@@ -289,6 +289,7 @@ class OrderDispatcher:
             response = await self.client.place_order(
                 started.body, stamps.order, dry_run=False, started=started.in_flight
             )
+            stamps.engine_ts_ms = engine_ts_ms(response)
             status = order_status(response, self.policy.time_in_force)
         except trio.Cancelled:
             error_message = CANCELLED_AT_SHUTDOWN

@@ -13,7 +13,8 @@ exists (a refused start leaves no file behind):
   (``executor.exchange.reconcile``; the corrections committed first), the risk gate's warm start
   from the corrected ``orders_fired`` (a worker thread), the shadow lane (closed and drained at
   exit) and the pollers (the account poll, first poll before serving, later polls also following
-  resting orders; and the heartbeat).
+  resting orders while the exchange's stream is not trusted; the heartbeat; and the stream,
+  ``executor.exchange.stream``, unless ``--stream off``).
 
 :class:`OrderPathFactory` is what the server is given: the two stages, in the order it enters them.
 Every start-up failure is one :class:`~executor.config.StartupError` line. Exit order: pollers
@@ -45,8 +46,17 @@ from executor.exchange.account import (
 )
 from executor.exchange.dispatcher import OrderDispatcher, OrderPolicy
 from executor.exchange.reconcile import CollectedRows, Reconciler
+from executor.exchange.rest import tls_context
 from executor.exchange.shadow_lane import ShadowLane
 from executor.exchange.stages import PerfToWall
+from executor.exchange.stream import (
+    StreamEndpoint,
+    StreamState,
+    poll_unless_streaming,
+    serve_stream,
+    stream_url_of,
+)
+from executor.exchange.stream_orders import StreamedOrders
 from executor.exchange.transport import ExchangeClient
 from executor.fire.exchange_side import ExchangeSide, open_exchange_side, silent
 from executor.fire.path import FirePath, OrderPath
@@ -165,7 +175,9 @@ async def open_order_path(
         step("warm-starting the risk gate from orders_fired")
         risk = await _warm_risk_gate(settings, telemetry_db)
         reconciler.fills = risk
-        fire_path = _fire_path(settings, telemetry, kill_switch, client, risk, reconciler)
+        stream = StreamedOrders(reconciler, telemetry) if settings.exchange.stream else None
+        reconciler.feed = stream
+        fire_path = _fire_path(settings, telemetry, kill_switch, client, risk, reconciler, stream)
         orders = fire_path.orders
         assert orders is not None
         async with trio.open_nursery() as lane_nursery:
@@ -173,8 +185,9 @@ async def open_order_path(
             try:
                 async with trio.open_nursery() as pollers:
                     step("polling the account (balance, positions)")
+                    follow_resting = poll_unless_streaming(stream, reconciler)
                     await pollers.start(
-                        functools.partial(serve_account, follow_resting=reconciler.poll_resting),
+                        functools.partial(serve_account, follow_resting=follow_resting),
                         client,
                         orders.account,
                         risk,
@@ -188,6 +201,10 @@ async def open_order_path(
                             interval_s=heartbeat_interval_s,
                         )
                     )
+                    if stream is not None and orders.stream_state is not None:
+                        step("connecting the exchange's stream (fills, order updates)")
+                        endpoint = await _stream_endpoint(settings, side)
+                        await pollers.start(serve_stream, endpoint, stream, orders.stream_state)
                     try:
                         yield fire_path
                     finally:
@@ -203,6 +220,7 @@ def _fire_path(
     client: ExchangeClient,
     risk: RiskGate | None,
     reconciler: Reconciler,
+    stream: StreamedOrders | None = None,
 ) -> FirePath:
     exchange = settings.exchange
     policy = OrderPolicy(
@@ -222,12 +240,22 @@ def _fire_path(
         clock=PerfToWall(),
         clock_domain=clock_domain(),
         audit=telemetry,
+        stream=stream,
+        stream_state=None if stream is None else StreamState(),
     )
     return FirePath(
         kill_switch=kill_switch,
         contract_count=settings.sizing.fixed_contract_count,
         orders=orders,
     )
+
+
+async def _stream_endpoint(settings: Settings, side: ExchangeSide) -> StreamEndpoint:
+    """The stream's URL (the configured one, else on the REST host) and the side's key and CA."""
+    endpoint = side.endpoint
+    context = await trio.to_thread.run_sync(tls_context, endpoint.ca_file)
+    url = settings.exchange.stream_url or stream_url_of(endpoint.base_url)
+    return StreamEndpoint(url, endpoint.key_id, endpoint.signer.sign, context)
 
 
 async def _reconcile_earlier_runs(reconciler: Reconciler, telemetry_db: Path) -> None:

@@ -40,3 +40,12 @@ class FireCounters:
     presigned: int = 0
     signed_inline: int = 0
     refused_audit: int = 0
+    stream_connected: int = 0
+    """1 while the exchange's stream is connected and reconciled (trusted), else 0."""
+    stream_reconnects: int = 0
+    stream_fill_messages: int = 0
+    stream_order_messages: int = 0
+    stream_fills_applied: int = 0
+    """Maker fills the stream brought to a row and the risk gate."""
+    stream_orders_applied: int = 0
+    """``user_order`` totals the stream brought to a row."""

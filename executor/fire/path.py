@@ -66,6 +66,8 @@ from executor.exchange.account import AccountState
 from executor.exchange.dispatcher import OrderDispatcher, OrderSink, StartedOrder
 from executor.exchange.shadow_lane import ShadowJob, ShadowLane
 from executor.exchange.stages import FireStamps, PerfToWall, log_resolution, stage_rows
+from executor.exchange.stream import StreamState
+from executor.exchange.stream_orders import StreamedOrders
 from executor.fire.outcomes import FireCounters, FireOutcome
 from executor.logs import RateLimitedWarning
 from executor.recording.rows import row_fields
@@ -107,6 +109,8 @@ class OrderPath:
         clock: the perf-to-wall offset the stage rows are anchored with.
         clock_domain: this process's clock domain (``executor.clock.clock_domain()``).
         audit: whether order rows can be written (telemetry); None never refuses.
+        stream: what the exchange's stream changes (``--stream``), None without it.
+        stream_state: the stream's connection counters, None without it.
     """
 
     dispatcher: OrderDispatcher
@@ -118,6 +122,8 @@ class OrderPath:
     clock: PerfToWall
     clock_domain: str
     audit: AuditTrail | None = None
+    stream: StreamedOrders | None = None
+    stream_state: StreamState | None = None
 
     def rules(self) -> OrderRules:
         """What the decision consults with this exchange: sizing, balance, risk gate, guard,
@@ -180,6 +186,17 @@ class FirePath:
         client = None if self.orders is None else self.orders.dispatcher.client
         counts["presigned"] = int(getattr(client, "presigned", 0))
         counts["signed_inline"] = int(getattr(client, "signed_inline", 0))
+        stream = None if self.orders is None else self.orders.stream
+        state = None if self.orders is None else self.orders.stream_state
+        if stream is not None and state is not None:
+            counts.update(
+                stream_connected=state.connected,
+                stream_reconnects=state.reconnects,
+                stream_fill_messages=stream.fill_messages,
+                stream_order_messages=stream.order_messages,
+                stream_fills_applied=stream.fills_applied,
+                stream_orders_applied=stream.orders_applied,
+            )
         return FireCounters(**counts)
 
     def fire_now(self, message: WakeMessage) -> FireOutcome | None:

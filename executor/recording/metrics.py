@@ -54,8 +54,9 @@ HISTOGRAM_STAGES: Final = (
     Stage.DISPATCH_ACK,
     Stage.DISPATCH_WIRE,
     Stage.DETECT_WIRE,
+    Stage.STREAM_ROW,
 )
-"""The stages with a latency histogram: the headline span and the fire path's."""
+"""The stages with a latency histogram: the headline span, the fire path's, the stream's lag."""
 
 LATENCY_BUCKETS_S: Final = (
     0.000_01,
@@ -82,7 +83,10 @@ dispatch near 10-500 ms, so the buckets run from 10 us to 2.5 s in 1-2.5-5 steps
 STOP_TIMEOUT_S: Final = 2.0
 """Longest the shutdown waits for the endpoint's thread (seconds); its poll interval is 0.5 s."""
 
-_GAUGES: Final = {"connections_open": "connections open now"}
+_GAUGES: Final = {
+    "connections_open": "connections open now",
+    "stream_connected": "1 while the exchange's stream is connected and reconciled, else 0",
+}
 """ServerStatistics fields that go up and down; every other int field is a counter."""
 
 _TELEMETRY_GAUGES: Final = {

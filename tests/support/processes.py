@@ -67,6 +67,12 @@ EXTRA_SERVER_KEYS = (
     "presigned",
     "signed_inline",
     "refused_audit",
+    "stream_connected",
+    "stream_reconnects",
+    "stream_fill_messages",
+    "stream_order_messages",
+    "stream_fills_applied",
+    "stream_orders_applied",
 )
 """This executor's additions, at the end of the first counter line."""
 
