@@ -5,8 +5,10 @@ Deciding, then executing. Per accepted message the fire path asks the decision l
 switch, the risk gate and the production guard, in DISPATCH.md §1's order) and gets one value
 back: a refusal, which it counts and logs (and, when the refusal carries a request, hands to the
 dispatcher for its ``rejected`` row), or an order, which it counts as ``fired`` and hands down to
-the exchange layer: a real order in one call to ``OrderDispatcher.execute`` (which also keeps the
-risk gate's books through the order's ticket), a shadow order built by the dispatcher and offered
+the exchange layer: a real order in two calls, ``OrderDispatcher.begin`` where the wake was acked
+(in the connection's task: the decision, the risk gate's books, the ``pending`` row and, when
+nothing would wait, the request written) and ``OrderDispatcher.complete`` in a task of the fire's
+own (:meth:`FirePath.start` returns that rest), a shadow order built by the dispatcher and offered
 to the shadow lane. Nothing is handed back up to the decision. It records the stage rows, whatever
 happened.
 
