@@ -14,6 +14,7 @@ from bench.clients.fire import FirePlan
 from bench.placement import default_placements, placed_all
 from bench.processes import BenchError, ExecutorSpec, executor_spec
 from bench.reports.fire import fire_lines
+from bench.reports.fire_path import breakdown_lines
 from bench.reports.output import (
     RATIO_HEADER,
     append_history,
@@ -333,7 +334,9 @@ def _run(
         # The wake_recv/roundtrip ratio block means nothing for fire spans: fire_lines replaces it.
         print("\n".join(line for line in lines[: lines.index(RATIO_HEADER)]))
         print("\n".join(fire_lines(fire_series, fire_facts)))
-        print(write_plot(out / "fire-cdf.png", fire_series, FIRE_STAGES))
+        print("\n".join(breakdown_lines(fire_series)))
+        stage_series = [item for item in fire_series if item.span in FIRE_STAGES]
+        print(write_plot(out / "fire-cdf.png", stage_series, FIRE_STAGES))
     if series and not args.no_history:
         if args.background_load:
             # history.csv has no column for it: a loaded run's rows would pass for quiet ones.

@@ -27,7 +27,7 @@ import structlog
 import trio
 
 from executor.config import StartupError
-from executor.fire.path import FirePath
+from executor.fire.path import FireOutcome, FirePath, FireRest
 from executor.notify import ServiceNotifier
 from executor.recording.counters import ServerStatistics
 from executor.recording.metrics import (
@@ -347,30 +347,33 @@ class ExecutorServer:
         finally:
             counters.connections_open -= 1
 
-    def _start_fire(self, message: WakeMessage) -> None:
-        # A fire with nothing to await ends here (FirePath.fire_now); the rest get a task each.
+    def _start_fire(self, message: WakeMessage, read_ns: int, acked_ns: int) -> None:
+        # Everything that needs no waiting happens here, in the connection's task: a fire with
+        # nothing to await ends here, a real order is decided and written here (FirePath.start);
+        # only what is left (a response to read, a row to queue) gets a task of its own.
         try:
-            if self._fire_path.fire_now(message) is not None:
-                return
+            started = self._fire_path.start(message, (read_ns, acked_ns))
         except Exception:
             self._counters.fire_errors += 1
             log.exception("fire failed", correlation_id=message.correlation_id)
             return
+        if isinstance(started, FireOutcome):
+            return
         fires = self._fires_nursery
         assert fires is not None
-        fires.start_soon(self._fire, message)
+        fires.start_soon(self._fire, started, message.correlation_id)
 
-    async def _fire(self, message: WakeMessage) -> None:
+    async def _fire(self, rest: FireRest, correlation_id: str) -> None:
         # Refusals are logged (and counted) by the fire path itself.
         try:
-            await self._fire_path.fire(message)
+            await rest()
         except trio.Cancelled:
             self._counters.fires_cancelled += 1
-            log.warning("fire cancelled at shutdown", correlation_id=message.correlation_id)
+            log.warning("fire cancelled at shutdown", correlation_id=correlation_id)
             raise
         except Exception:
             self._counters.fire_errors += 1
-            log.exception("fire failed", correlation_id=message.correlation_id)
+            log.exception("fire failed", correlation_id=correlation_id)
 
 
 def _sole_startup_error(group: BaseExceptionGroup[BaseException]) -> Exception | None:

@@ -2,9 +2,11 @@
 
 Frames are handled in **batches**: after a read, every frame already complete in the receive
 buffer (at most ``MAX_BATCH_FRAMES``) is stamped, decoded and its ack encoded, one frame after the
-other, with no scheduler pass in between; then each acked frame's ``wake_recv`` row is recorded
-and its fire started; then the loop takes one Trio checkpoint (cancellation, fairness), skipped
-when the batch's reads already waited in the scheduler. A frame cut at the buffer's end ends the
+other, with no scheduler pass in between; then the batch's real wakes are fired (a real order is
+decided and written right there), then each acked frame's ``wake_recv`` row is recorded, and the
+shadow fires are started once no further whole frame is waiting (``executor.wire.handoff``: the
+order, and why); then the loop takes one Trio checkpoint (cancellation, fairness), skipped when
+the batch's reads already waited in the scheduler. A frame cut at the buffer's end ends the
 batch: the acks before it are already out. A pipelining connection yields once per batch, so it
 delays the others by at most one batch's work.
 
@@ -35,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
-from collections.abc import Callable
 from typing import Final
 
 import trio
@@ -52,13 +53,12 @@ from executor.wire.batch import (
     send_short_ack_rest,
     take_buffered_frames,
 )
+from executor.wire.handoff import FireHandoff, StartFire, frame_waiting
 from executor.wire.protocol import (
     MAX_FRAME_BYTES,
     PREFIX_BYTES,
     FrameTooLargeError,
-    WakeMessage,
     parse_frame_length,
-    wake_message_of,
 )
 
 RECEIVE_BUFFER_BYTES: Final = 2 * (PREFIX_BYTES + MAX_FRAME_BYTES)
@@ -156,7 +156,7 @@ async def serve_frames(
     counters: FrameCounters,
     stats: dict[str, int],
     telemetry: Telemetry,
-    start_fire: Callable[[WakeMessage], None],
+    start_fire: StartFire,
     stopping: trio.Event,
 ) -> str:
     """Handle frames until EOF or shutdown; return why the loop ended.
@@ -188,6 +188,24 @@ async def serve_frames(
     half-read frame.
     """
     batch = Batch()
+    handoff = FireHandoff(start_fire)
+    try:
+        return await _serve_batches(
+            connection, batch, handoff, counters, stats, telemetry, stopping
+        )
+    finally:
+        handoff.flush()  # whatever ended the loop, no held shadow wake is lost
+
+
+async def _serve_batches(
+    connection: Connection,
+    batch: Batch,
+    handoff: FireHandoff,
+    counters: FrameCounters,
+    stats: dict[str, int],
+    telemetry: Telemetry,
+    stopping: trio.Event,
+) -> str:
     while True:
         connection.waited = False
         connection.frame_deadline = None
@@ -210,10 +228,11 @@ async def serve_frames(
             if batch.held:
                 await send_short_ack_rest(connection, batch)
         finally:
-            _finish_batch(batch, counters, telemetry, start_fire)
+            _finish_batch(batch, counters, telemetry, handoff)
         if oversized:
             _declared_length(connection, counters)  # counts it and logs it, after the span
             return "oversized frame"
+        handoff.start_shadows(more_frames_waiting=lambda: frame_waiting(connection))
         await _checkpoint_unless_waited(connection)
 
 
@@ -232,9 +251,10 @@ def _finish_batch(
     batch: Batch,
     counters: FrameCounters,
     telemetry: Telemetry,
-    start_fire: Callable[[WakeMessage], None],
+    handoff: FireHandoff,
 ) -> None:
-    """After the sends: a row and a fire per acked frame, ``unacked`` for the rest, warnings.
+    """After the sends: the real wakes fired, a row per acked frame, the shadow wakes handed over
+    (``executor.wire.handoff``), ``unacked`` for the rest, warnings.
 
     After a failed send (peer gone, cancelled), the frames whose acks went out whole still get
     their row and fire; each accepted frame whose ack did not is counted ``unacked``.
@@ -244,6 +264,7 @@ def _finish_batch(
     batch.held_acks.clear()
     batch.short_ack = b""
     batch.short_sent = 0
+    handoff.start_real(batch.acked)
     ended_at_ms = time.time_ns() // 1_000_000
     record = telemetry.record
     for decoded, stamp_ns, received_at_ms, done_ns in batch.acked:
@@ -256,7 +277,7 @@ def _finish_batch(
                 decoded.dry_run,
             )
         )
-        start_fire(wake_message_of(decoded))
+    handoff.hold_shadows(batch.acked)
     batch.acked.clear()
     for error in batch.rejected:
         _rejected_frame_warnings.warning(field=error.field, reason=str(error))
