@@ -11,7 +11,6 @@ connection; its open and close lines carry the connection's number and frame cou
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
 from typing import Final
 
 import structlog
@@ -27,7 +26,7 @@ from executor.wire.connection import (
     PeerGone,
     serve_frames,
 )
-from executor.wire.protocol import WakeMessage
+from executor.wire.handoff import StartFire
 
 log = structlog.get_logger()
 
@@ -43,7 +42,7 @@ async def serve_connection(
     connections: set[Connection],
     counters: FrameCounters,
     telemetry: Telemetry,
-    start_fire: Callable[[WakeMessage], None],
+    start_fire: StartFire,
     stopping: trio.Event,
 ) -> None:
     """Serve one accepted connection until it ends, then close it; never raises but Cancelled.

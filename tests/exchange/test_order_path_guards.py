@@ -182,8 +182,8 @@ async def test_the_signed_timestamp_is_read_after_the_rate_limit_wait(
     bucket = TokenBucket(capacity=10, refill_per_s=10 / HELD_S)
     endpoint = fake_endpoint(fake_exchange, fake_credentials)
     async with open_exchange(endpoint, limiter=bucket) as client:
-        # Before the first order: the bucket drains after this, so its refill for the second
-        # order cannot end before this plus the wait, however long the first order's round trip.
+        # Read before the first order drains the bucket: its tokens are back no sooner than
+        # HELD_S after this, however long that order's round trip takes on a loaded machine.
         started_ms = wall_ms()
         await client.place_order(order_body(spec("first", count=1)), OrderStamps(), dry_run=False)
         await client.place_order(order_body(spec("second", count=1)), OrderStamps(), dry_run=False)
