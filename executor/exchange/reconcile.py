@@ -33,7 +33,7 @@ import dataclasses
 import enum
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final
 
 import structlog
 import trio
@@ -41,6 +41,7 @@ import trio
 from executor.clock import wall_ms
 from executor.exchange.messages import ExchangeError
 from executor.exchange.order_lookup import ExchangeOrder, SignedReader, find_orders
+from executor.exchange.row_sinks import CollectedRows, FillRecorder, OrderRowSink
 from executor.recording.open_orders import (
     NO_SUCH_ORDER_PREFIX,
     RECONCILED_PREFIX,
@@ -70,31 +71,6 @@ exchange's may disagree; a minute more of one ticker's orders is a page at most.
 SETTLED_AFTER_MS: Final = 30_000
 """At start-up, a row sent longer ago than this (ms) is looked up once: the exchange has long
 listed it if it has it. Younger rows get the full tries."""
-
-
-class OrderRowSink(Protocol):
-    """Where corrected rows go (``executor.telemetry.Telemetry.record_order`` fits)."""
-
-    async def record_order(self, row: OrderRow, *, timeout_s: float = ...) -> None: ...
-
-
-@dataclass
-class CollectedRows:
-    """An :class:`OrderRowSink` that keeps the rows (start-up commits them in one go)."""
-
-    rows: list[OrderRow] = dataclasses.field(default_factory=list)
-
-    async def record_order(self, row: OrderRow, *, timeout_s: float = 0.0) -> None:
-        """Keep ``row``. Cancellation: never checkpoints."""
-        self.rows.append(row)
-
-
-class FillRecorder(Protocol):
-    """Who hears of a fill learned later (``executor.decide.risk.RiskGate.record_fill`` fits)."""
-
-    def record_fill(
-        self, ticker: str, fill_count: float, now_ms: int, correlation_group: str
-    ) -> None: ...
 
 
 class Verdict(enum.Enum):
@@ -177,6 +153,15 @@ class Reconciler:
     def resting(self) -> int:
         """Orders being followed on the book."""
         return len(self._resting)
+
+    def resting_rows(self) -> list[OrderRow]:
+        """The rows of the orders being followed, as they last stood."""
+        return list(self._resting.values())
+
+    def settle(self, row: OrderRow) -> None:
+        """Take ``row`` as its order's latest (a cancel's): followed on only while it rests."""
+        self._resting.pop(row.client_order_id, None)
+        self.follow(row)
 
     def follow(self, row: OrderRow) -> None:
         """Follow ``row``'s order with the account poll while it may still change: it rests

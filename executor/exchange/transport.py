@@ -59,6 +59,7 @@ from executor.exchange.order_pool import (
 )
 from executor.exchange.order_template import OrderTemplate
 from executor.exchange.presign import SignaturePool
+from executor.exchange.rate_limits import ApiLimits, RateLimits
 from executor.exchange.rest import (
     RestClient,
     describe_error,
@@ -98,7 +99,8 @@ CLOSE_TIMEOUT_S: Final = 2.0
 """How long closing the pool may take at shutdown, shielded from the cancellation that ends it."""
 
 TOKENS_PER_ORDER: Final = 10.0
-"""Tokens one order attempt takes (DISPATCH.md §5)."""
+"""Tokens one order attempt takes by default (DISPATCH.md §5; the exchange's default cost, which
+``GET /account/endpoint_costs`` may change: ``RateLimits.order_tokens``)."""
 
 log = structlog.get_logger()
 
@@ -133,7 +135,9 @@ class ExchangeClient:
         orders: the order connections.
         template: the order request template for this exchange.
         retry: the order retry policy.
-        limiter: the order rate limiter (a fresh §5 bucket when None).
+        limiter: the write bucket orders take their tokens from (the published Basic tier's,
+            which is DISPATCH.md §5's bucket, when None); reads get the Basic read bucket until
+            :meth:`use_limits` installs the account's.
         jitter: uniform [0, 1) source for retry delays (tests pin it).
     """
 
@@ -148,12 +152,11 @@ class ExchangeClient:
         limiter: TokenBucket | None = None,
         jitter: Callable[[], float] = random.random,
     ) -> None:
-        self.rest = RestClient(http, endpoint.key_id, endpoint.signer)
+        self.rest = RestClient(http, endpoint.key_id, endpoint.signer, RateLimits(write=limiter))
         self._signer = endpoint.signer
         self.orders = orders
         self.template = template
         self.retry = retry
-        self.limiter = limiter if limiter is not None else TokenBucket()
         self._jitter = jitter
         self.shadow_signer: AsyncSign | None = None
         """Signs shadow orders instead of the endpoint's signer when set (another process's)."""
@@ -163,6 +166,21 @@ class ExchangeClient:
         """Real order attempts that used a signature made ahead."""
         self.signed_inline = 0
         """Real order attempts that signed inline (no pool, or none fresh enough)."""
+
+    @property
+    def limits(self) -> RateLimits:
+        """The account's token buckets (reads, and writes with orders first)."""
+        return self.rest.limits
+
+    @property
+    def limiter(self) -> TokenBucket:
+        """The write bucket a real order takes its tokens from."""
+        return self.rest.limits.write
+
+    def use_limits(self, limits: ApiLimits) -> None:
+        """Trade with these budgets from now on (fresh, full buckets; at start-up, before any
+        order, so nobody waits on the buckets replaced)."""
+        self.rest.limits = RateLimits(limits)
 
     async def place_order(
         self, body: bytes, stamps: OrderStamps, *, dry_run: bool
@@ -229,7 +247,8 @@ class ExchangeClient:
             return {}
         # The token, then a live connection, then the timestamp: a wait in line or a connect
         # never signs a stale time.
-        await self.limiter.acquire(TOKENS_PER_ORDER)
+        limits = self.rest.limits
+        await limits.write.acquire(limits.order_tokens)
         connection = await self.orders.checkout()
         try:
             timestamp, signature = await self._signature(stamps, dry_run=False)
@@ -283,8 +302,22 @@ class ExchangeClient:
         return await self.rest.get_positions()
 
     async def get_json(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]:
-        """One signed ``GET path?params``, not retried; see :meth:`RestClient.get_json`."""
+        """One signed ``GET path?params``, not retried, its tokens from the read bucket; see
+        :meth:`RestClient.get_json`."""
         return await self.rest.get_json(path, params)
+
+    async def send_json(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        items: int = 1,
+        params: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """One signed write, not retried, its tokens from the write bucket behind every waiting
+        order; see :meth:`RestClient.send_json`."""
+        return await self.rest.send_json(method, path, body, items=items, params=params)
 
 
 def _check_base_url(base_url: str) -> None:
