@@ -146,7 +146,17 @@ class ExecutorServer:
             reconcile_failed=fires.reconcile_failed,
             presigned=fires.presigned,
             signed_inline=fires.signed_inline,
+            cancels_sent=fires.cancels_sent,
+            cancels_failed=fires.cancels_failed,
+            order_group_triggered=fires.order_group_triggered,
+            write_token_waits=fires.write_token_waits,
+            read_token_waits=fires.read_token_waits,
         )
+
+    @property
+    def fire_path(self) -> FirePath:
+        """The fire path in use (the order path's once it is open)."""
+        return self._fire_path
 
     @property
     def telemetry(self) -> Telemetry:

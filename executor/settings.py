@@ -56,8 +56,33 @@ MAX_PRESIGN_MAX_AGE_MS: Final = 2000
 """Largest ``--presign-max-age-ms`` accepted (ms): the exchange checks the timestamp's freshness
 in a window this project does not know precisely; beyond 2 s an order would risk a 401."""
 
+DEFAULT_ORDER_GROUP_CONTRACTS_LIMIT: Final = 50
+"""Contracts the order group lets match in 15 s before the exchange halts it
+(``KALSHI_ORDER_GROUP_CONTRACTS_LIMIT``; 0: no group). Far above what the risk gate's defaults let
+through, far below a runaway: a guess to set per account."""
+MAX_ORDER_GROUP_CONTRACTS_LIMIT: Final = 1_000_000
+"""The largest limit Kalshi allows a group."""
+
 FAKE_FUNDED_EXCHANGE_INDEXES: Final = frozenset({0})
 """The fake exchange's one funded shard: the allowed set when the variable is unset in fake mode."""
+
+
+@dataclass(frozen=True, slots=True)
+class BookSettings:
+    """What the executor does to the exchange's book (issue 22).
+
+    Attributes:
+        order_group_contracts_limit: the order group's limit (contracts per 15 s); 0: no group.
+        cancel_order_on_pause: sent with every order (the exchange cancels it at a pause).
+        cancel_resting_on_engage: the kill switch engaging cancels the resting orders (and
+            triggers the group); None: yes exactly when orders rest (good_till_canceled).
+        cancel_resting_on_exit: an orderly shutdown cancels the resting orders.
+    """
+
+    order_group_contracts_limit: int = DEFAULT_ORDER_GROUP_CONTRACTS_LIMIT
+    cancel_order_on_pause: bool = True
+    cancel_resting_on_engage: bool | None = None
+    cancel_resting_on_exit: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +100,7 @@ class ExchangeSettings:
     self_trade_prevention_type: str = "taker_at_cross"
     shadow_signing: ShadowSigning = "process"
     presign_max_age_ms: int = DEFAULT_PRESIGN_MAX_AGE_MS
+    book: BookSettings = dataclasses.field(default_factory=BookSettings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +159,21 @@ def add_exchange_arguments(parser: argparse.ArgumentParser) -> None:
         f"at most {MAX_PRESIGN_MAX_AGE_MS})",
     )
     group.add_argument(
+        "--cancel-resting-on-engage",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="when the kill switch engages, cancel this executor's resting orders and trigger "
+        "its order group (default: yes when KALSHI_ORDER_TIME_IN_FORCE is good_till_canceled; "
+        "with other times in force nothing rests, and the group is triggered anyway)",
+    )
+    group.add_argument(
+        "--cancel-resting-on-exit",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="at an orderly shutdown, cancel this executor's resting orders (default: no; they "
+        "stay on the book and the next start follows them)",
+    )
+    group.add_argument(
         "--environment",
         choices=("demo", "prod"),
         default=None,
@@ -173,6 +214,10 @@ def load_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Setti
         getattr(args, "exchange_ca_file", None),
         cast(ShadowSigning, getattr(args, "shadow_signing", "process")),
         int(getattr(args, "presign_max_age_ms", DEFAULT_PRESIGN_MAX_AGE_MS)),
+        (
+            getattr(args, "cancel_resting_on_engage", None),
+            bool(getattr(args, "cancel_resting_on_exit", False)),
+        ),
     )
     fixed_count = values.number("KALSHI_FIXED_ORDER_CONTRACT_COUNT", int, 1, minimum=1)
     contract_count = getattr(args, "contract_count", None)
@@ -233,11 +278,13 @@ def _exchange_settings(
     ca_flag: Path | None,
     shadow_signing: ShadowSigning = "process",
     presign_max_age_ms: int = DEFAULT_PRESIGN_MAX_AGE_MS,
+    book_flags: tuple[bool | None, bool] = (None, False),
 ) -> ExchangeSettings:
     allow_production = values.flag("KALSHI_ALLOW_PRODUCTION_ORDERS", default=False)
     time_in_force = values.choice(
         "KALSHI_ORDER_TIME_IN_FORCE", TIME_IN_FORCE_CHOICES, "fill_or_kill"
     )
+    book = book_settings(values, book_flags)
     self_trade = values.choice(
         "KALSHI_ORDER_SELF_TRADE_PREVENTION_TYPE", SELF_TRADE_PREVENTION_CHOICES, "taker_at_cross"
     )
@@ -254,6 +301,7 @@ def _exchange_settings(
             self_trade_prevention_type=self_trade,
             shadow_signing=shadow_signing,
             presign_max_age_ms=presign_max_age_ms,
+            book=book,
         )
     if environment == "prod" and not allow_production:
         raise ConfigError(
@@ -280,6 +328,26 @@ def _exchange_settings(
         self_trade_prevention_type=self_trade,
         shadow_signing=shadow_signing,
         presign_max_age_ms=presign_max_age_ms,
+        book=book,
+    )
+
+
+def book_settings(values: Variables, flags: tuple[bool | None, bool]) -> BookSettings:
+    """The order group's limit and pause flag (variables) and the two cancel flags (``flags``:
+    ``--cancel-resting-on-engage``, ``--cancel-resting-on-exit``)."""
+    limit = values.number(
+        "KALSHI_ORDER_GROUP_CONTRACTS_LIMIT",
+        int,
+        DEFAULT_ORDER_GROUP_CONTRACTS_LIMIT,
+        minimum=0,
+        maximum=MAX_ORDER_GROUP_CONTRACTS_LIMIT,
+    )
+    on_engage, on_exit = flags
+    return BookSettings(
+        order_group_contracts_limit=limit,
+        cancel_order_on_pause=values.flag("KALSHI_ORDER_CANCEL_ON_PAUSE", default=True),
+        cancel_resting_on_engage=on_engage,
+        cancel_resting_on_exit=on_exit,
     )
 
 

@@ -13,7 +13,9 @@ exists (a refused start leaves no file behind):
   (``executor.exchange.reconcile``; the corrections committed first), the risk gate's warm start
   from the corrected ``orders_fired`` (a worker thread), the shadow lane (closed and drained at
   exit) and the pollers (the account poll, first poll before serving, later polls also following
-  resting orders; and the heartbeat).
+  resting orders; the heartbeat; and the book guard, ``executor.fire.book_guard``, which carries
+  a kill-switch engage or an audit outage to the exchange's book, after this run's order group is
+  recorded in the database).
 
 :class:`OrderPathFactory` is what the server is given: the two stages, in the order it enters them.
 Every start-up failure is one :class:`~executor.config.StartupError` line. Exit order: pollers
@@ -48,6 +50,7 @@ from executor.exchange.reconcile import CollectedRows, Reconciler
 from executor.exchange.shadow_lane import ShadowLane
 from executor.exchange.stages import PerfToWall
 from executor.exchange.transport import ExchangeClient
+from executor.fire.book_guard import BookGuard, book_guard, record_run_group
 from executor.fire.exchange_side import ExchangeSide, open_exchange_side, silent
 from executor.fire.path import FirePath, OrderPath
 from executor.recording.open_orders import load_open_orders, write_corrections
@@ -165,7 +168,11 @@ async def open_order_path(
         step("warm-starting the risk gate from orders_fired")
         risk = await _warm_risk_gate(settings, telemetry_db)
         reconciler.fills = risk
-        fire_path = _fire_path(settings, telemetry, kill_switch, client, risk, reconciler)
+        await record_run_group(side.group, side.endpoint.base_url, telemetry_db)
+        guard = book_guard(
+            settings.exchange, client, reconciler, telemetry, side.group, kill_switch, telemetry
+        )
+        fire_path = _fire_path(settings, telemetry, kill_switch, client, risk, reconciler, guard)
         orders = fire_path.orders
         assert orders is not None
         async with trio.open_nursery() as lane_nursery:
@@ -188,9 +195,12 @@ async def open_order_path(
                             interval_s=heartbeat_interval_s,
                         )
                     )
+                    await pollers.start(guard.run)
                     try:
                         yield fire_path
                     finally:
+                        if settings.exchange.book.cancel_resting_on_exit:
+                            await guard.cancel_at_exit()
                         pollers.cancel_scope.cancel()
             finally:
                 orders.lane.close()
@@ -203,6 +213,7 @@ def _fire_path(
     client: ExchangeClient,
     risk: RiskGate | None,
     reconciler: Reconciler,
+    guard: BookGuard,
 ) -> FirePath:
     exchange = settings.exchange
     policy = OrderPolicy(
@@ -211,6 +222,8 @@ def _fire_path(
         # The production guard is about the real exchange; the fake is never production.
         environment=exchange.environment if exchange.mode == "real" else "demo",
         allow_production=exchange.allow_production,
+        cancel_order_on_pause=exchange.book.cancel_order_on_pause,
+        order_group_id=None if guard.group is None else guard.group.order_group_id,
     )
     orders = OrderPath(
         dispatcher=OrderDispatcher(client, telemetry, policy, reconciler),
@@ -222,6 +235,7 @@ def _fire_path(
         clock=PerfToWall(),
         clock_domain=clock_domain(),
         audit=telemetry,
+        book=guard,
     )
     return FirePath(
         kill_switch=kill_switch,

@@ -45,7 +45,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import Final, Protocol
 
 import structlog
 
@@ -118,6 +118,16 @@ class FireCounters:
     presigned: int = 0
     signed_inline: int = 0
     refused_audit: int = 0
+    cancels_sent: int = 0
+    """Resting orders named in batch cancels (kill switch engage, shutdown)."""
+    cancels_failed: int = 0
+    """Of those, the ones the exchange did not cancel (or a batch that failed)."""
+    order_group_triggered: int = 0
+    """1 while this executor has its order group triggered, else 0."""
+    write_token_waits: int = 0
+    """Times a write (an order, a cancel, a group call) waited for rate-limit tokens."""
+    read_token_waits: int = 0
+    """Times a read (the poll, a lookup) waited for rate-limit tokens."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -134,6 +144,7 @@ class OrderPath:
         clock: the perf-to-wall offset the stage rows are anchored with.
         clock_domain: this process's clock domain (``executor.clock.clock_domain()``).
         audit: whether order rows can be written (telemetry); None never refuses.
+        book: the book guard (cancels, the order group), whose counters join the fire path's.
     """
 
     dispatcher: OrderDispatcher
@@ -145,6 +156,7 @@ class OrderPath:
     clock: PerfToWall
     clock_domain: str
     audit: AuditTrail | None = None
+    book: BookCounters | None = None
 
     def rules(self) -> OrderRules:
         """What the decision consults with this exchange: sizing, balance, risk gate, guard,
@@ -152,6 +164,16 @@ class OrderPath:
         return OrderRules(
             self.sizing, self.account, self.risk, self.dispatcher.policy.permission, self.audit
         )
+
+
+class BookCounters(Protocol):
+    """The book guard's counters (``executor.fire.book_guard.BookGuard``)."""
+
+    cancels_sent: int
+    cancels_failed: int
+
+    @property
+    def group_triggered(self) -> bool: ...
 
 
 # Per-fire refusals are rate-limited per kind: a hostile or broken poller must not flood the log.
@@ -207,6 +229,15 @@ class FirePath:
         client = None if self.orders is None else self.orders.dispatcher.client
         counts["presigned"] = int(getattr(client, "presigned", 0))
         counts["signed_inline"] = int(getattr(client, "signed_inline", 0))
+        limits = getattr(client, "limits", None)
+        if limits is not None:
+            counts["write_token_waits"] = limits.write.waits
+            counts["read_token_waits"] = limits.read.waits
+        book = None if self.orders is None else self.orders.book
+        if book is not None:
+            counts["cancels_sent"] = book.cancels_sent
+            counts["cancels_failed"] = book.cancels_failed
+            counts["order_group_triggered"] = int(book.group_triggered)
         return FireCounters(**counts)
 
     def fire_now(self, message: WakeMessage) -> FireOutcome | None:

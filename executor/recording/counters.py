@@ -41,6 +41,16 @@ class ServerStatistics:
     signed_inline: int = 0
     refused_audit: int = 0
     """Real fires refused because the audit trail (``orders_fired``) could not be written."""
+    cancels_sent: int = 0
+    """Resting orders named in batch cancels (kill switch engage, shutdown)."""
+    cancels_failed: int = 0
+    """Of those, the ones the exchange did not cancel."""
+    order_group_triggered: int = 0
+    """1 while this executor has its order group triggered (the exchange refuses its orders)."""
+    write_token_waits: int = 0
+    """Times a write (order, cancel, order group) waited for rate-limit tokens."""
+    read_token_waits: int = 0
+    """Times a read (account poll, lookup) waited for rate-limit tokens."""
 
     def counters_line(self) -> str:
         """The first exit line, in the C++ port's key=value format plus this executor's keys."""
@@ -56,12 +66,15 @@ class ServerStatistics:
 
     def later_counters(self) -> str:
         """The keys the exit line gained after ``log_dropped``, oldest first (reconciliation's,
-        signing ahead's, the audit trail's), which the command line prints after every older key;
-        a new key goes at the end."""
+        signing ahead's, the audit trail's, the book's and the rate limits'), which the command
+        line prints after every older key; a new key goes at the end."""
         return (
             f"reconciled={self.reconciled} reconcile_failed={self.reconcile_failed} "
             f"presigned={self.presigned} signed_inline={self.signed_inline} "
-            f"refused_audit={self.refused_audit}"
+            f"refused_audit={self.refused_audit} "
+            f"cancels_sent={self.cancels_sent} cancels_failed={self.cancels_failed} "
+            f"order_group_triggered={self.order_group_triggered} "
+            f"write_token_waits={self.write_token_waits} read_token_waits={self.read_token_waits}"
         )
 
 

@@ -82,7 +82,10 @@ dispatch near 10-500 ms, so the buckets run from 10 us to 2.5 s in 1-2.5-5 steps
 STOP_TIMEOUT_S: Final = 2.0
 """Longest the shutdown waits for the endpoint's thread (seconds); its poll interval is 0.5 s."""
 
-_GAUGES: Final = {"connections_open": "connections open now"}
+_GAUGES: Final = {
+    "connections_open": "connections open now",
+    "order_group_triggered": "1 while this executor has its order group triggered",
+}
 """ServerStatistics fields that go up and down; every other int field is a counter."""
 
 _TELEMETRY_GAUGES: Final = {

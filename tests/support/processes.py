@@ -67,6 +67,11 @@ EXTRA_SERVER_KEYS = (
     "presigned",
     "signed_inline",
     "refused_audit",
+    "cancels_sent",
+    "cancels_failed",
+    "order_group_triggered",
+    "write_token_waits",
+    "read_token_waits",
 )
 """This executor's additions, at the end of the first counter line."""
 
