@@ -194,6 +194,10 @@ class ExchangeKill(Protocol):
         """Add the flags the exchange half reads."""
         ...
 
+    def asked(self, args: argparse.Namespace) -> bool:
+        """Whether the flags ask for the exchange half."""
+        ...
+
     def prepare(self, args: argparse.Namespace) -> Callable[[str], int] | None:
         """What to run once the switch file is engaged (called with the reason, returning the exit
         status), or None when the flags do not ask for it.
@@ -275,14 +279,14 @@ def killswitch_main(argv: list[str], exchange: ExchangeKill | None = None) -> in
         print(f"{parser.prog}: {command} takes no arguments, got {words!r}", file=sys.stderr)
         return EXIT_FAILURE
     after_engage = None
-    if exchange is not None:
+    if exchange is not None and exchange.asked(args):
+        if command != "engage":
+            print(f"{parser.prog}: only engage acts on the exchange", file=sys.stderr)
+            return EXIT_FAILURE
         try:
             after_engage = exchange.prepare(args)
         except KillUsageError as error:
             print(f"{parser.prog}: {error}", file=sys.stderr)
-            return EXIT_FAILURE
-        if after_engage is not None and command != "engage":
-            print(f"{parser.prog}: only engage acts on the exchange", file=sys.stderr)
             return EXIT_FAILURE
     switch = KillSwitch(args.kill_switch, ttl_s=0)
     try:

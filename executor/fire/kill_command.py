@@ -53,6 +53,10 @@ class ExchangeKillCommand:
         group.add_argument("--environment", choices=("demo", "prod"), default=None)
         group.add_argument("--exchange-ca-file", type=Path, default=None, metavar="PATH")
 
+    def asked(self, args: argparse.Namespace) -> bool:
+        """Whether ``--telemetry-db`` was given."""
+        return args.telemetry_db is not None
+
     def prepare(self, args: argparse.Namespace) -> Callable[[str], int] | None:
         """The exchange half for these flags, or None without ``--telemetry-db``.
 

@@ -156,3 +156,13 @@ def test_engage_with_a_database_but_no_credentials_is_one_line_and_changes_nothi
     assert_one_line_failure(run, "no exchange is configured")
     assert run.returncode == 1
     assert not halt.exists()
+
+
+@pytest.mark.parametrize("command", ["status", "release"])
+def test_only_engage_takes_the_database(spawner: Spawner, short_dir: Path, command: str) -> None:
+    """status or release with --telemetry-db is bad usage (exit 1, one line), never a silent
+    half: release does not reset a dead executor's group (the next start makes a new one)."""
+    halt, db_path = short_dir / "halt", short_dir / "t.db"
+    run = spawner.run("killswitch", "--kill-switch", halt, "--telemetry-db", db_path, command)
+    assert_one_line_failure(run, "only engage acts on the exchange")
+    assert run.returncode == 1
