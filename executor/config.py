@@ -46,7 +46,7 @@ KNOWN_VARIABLES: Final = frozenset(
         *(
             f"KALSHI_{environment}_{suffix}"
             for environment in ("DEMO", "PROD")
-            for suffix in ("API_KEY_ID", "PRIVATE_KEY_PATH", "BASE_URL")
+            for suffix in ("API_KEY_ID", "PRIVATE_KEY_PATH", "BASE_URL", "WS_URL")
         ),
         "KALSHI_ALLOW_PRODUCTION_ORDERS",
         "KALSHI_CA_FILE",

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal, cast
 
+from executor.book_settings import BookSettings, add_book_arguments, book_settings
 from executor.config import (
     ConfigError,
     UnknownVariable,
@@ -45,6 +46,12 @@ DEMO_BASE_URL: Final = "https://external-api.demo.kalshi.co"
 PROD_BASE_URL: Final = "https://external-api.kalshi.com"
 """The production exchange; reached only with ``KALSHI_ALLOW_PRODUCTION_ORDERS`` true."""
 
+DEMO_STREAM_URL: Final = "wss://external-api-ws.demo.kalshi.co/trade-api/ws/v2"
+"""The demo exchange's WebSocket API (Kalshi's quick start), used when no URL is set."""
+
+PROD_STREAM_URL: Final = "wss://external-api-ws.kalshi.com/trade-api/ws/v2"
+"""The production exchange's WebSocket API (the published AsyncAPI's server)."""
+
 TIME_IN_FORCE_CHOICES: Final = ("fill_or_kill", "good_till_canceled", "immediate_or_cancel")
 SELF_TRADE_PREVENTION_CHOICES: Final = ("taker_at_cross", "maker")
 
@@ -56,33 +63,8 @@ MAX_PRESIGN_MAX_AGE_MS: Final = 2000
 """Largest ``--presign-max-age-ms`` accepted (ms): the exchange checks the timestamp's freshness
 in a window this project does not know precisely; beyond 2 s an order would risk a 401."""
 
-DEFAULT_ORDER_GROUP_CONTRACTS_LIMIT: Final = 50
-"""Contracts the order group lets match in 15 s before the exchange halts it
-(``KALSHI_ORDER_GROUP_CONTRACTS_LIMIT``; 0: no group). Far above what the risk gate's defaults let
-through, far below a runaway: a guess to set per account."""
-MAX_ORDER_GROUP_CONTRACTS_LIMIT: Final = 1_000_000
-"""The largest limit Kalshi allows a group."""
-
 FAKE_FUNDED_EXCHANGE_INDEXES: Final = frozenset({0})
 """The fake exchange's one funded shard: the allowed set when the variable is unset in fake mode."""
-
-
-@dataclass(frozen=True, slots=True)
-class BookSettings:
-    """What the executor does to the exchange's book (issue 22).
-
-    Attributes:
-        order_group_contracts_limit: the order group's limit (contracts per 15 s); 0: no group.
-        cancel_order_on_pause: sent with every order (the exchange cancels it at a pause).
-        cancel_resting_on_engage: the kill switch engaging cancels the resting orders (and
-            triggers the group); None: yes exactly when orders rest (good_till_canceled).
-        cancel_resting_on_exit: an orderly shutdown cancels the resting orders.
-    """
-
-    order_group_contracts_limit: int = DEFAULT_ORDER_GROUP_CONTRACTS_LIMIT
-    cancel_order_on_pause: bool = True
-    cancel_resting_on_engage: bool | None = None
-    cancel_resting_on_exit: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +82,10 @@ class ExchangeSettings:
     self_trade_prevention_type: str = "taker_at_cross"
     shadow_signing: ShadowSigning = "process"
     presign_max_age_ms: int = DEFAULT_PRESIGN_MAX_AGE_MS
+    stream: bool = True
+    """``--stream``: keep the exchange's WebSocket stream of fills and order updates."""
+    stream_url: str | None = None
+    """The stream's ``wss://`` URL; None: on the base URL's host (the fake serves both)."""
     book: BookSettings = dataclasses.field(default_factory=BookSettings)
 
 
@@ -159,20 +145,14 @@ def add_exchange_arguments(parser: argparse.ArgumentParser) -> None:
         f"at most {MAX_PRESIGN_MAX_AGE_MS})",
     )
     group.add_argument(
-        "--cancel-resting-on-engage",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="when the kill switch engages, cancel this executor's resting orders and trigger "
-        "its order group (default: yes when KALSHI_ORDER_TIME_IN_FORCE is good_till_canceled; "
-        "with other times in force nothing rests, and the group is triggered anyway)",
+        "--stream",
+        choices=("on", "off"),
+        default="on",
+        help="on (default): follow fills and order updates on the exchange's WebSocket stream "
+        "(KALSHI_DEMO_WS_URL / KALSHI_PROD_WS_URL), the account poll covering it while it is "
+        "down; off: the account poll alone follows resting orders",
     )
-    group.add_argument(
-        "--cancel-resting-on-exit",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="at an orderly shutdown, cancel this executor's resting orders (default: no; they "
-        "stay on the book and the next start follows them)",
-    )
+    add_book_arguments(group)
     group.add_argument(
         "--environment",
         choices=("demo", "prod"),
@@ -238,6 +218,11 @@ def load_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Setti
             "will not trade against a real exchange without knowing which shards are funded "
             "(set it, e.g. KALSHI_ALLOWED_EXCHANGE_INDEXES=0)"
         )
+    exchange = dataclasses.replace(
+        exchange,
+        stream=getattr(args, "stream", "on") == "on",
+        stream_url=_stream_url(values, environment) if mode == "real" else None,
+    )
     return Settings(
         exchange=exchange,
         sizing=sizing,
@@ -332,25 +317,6 @@ def _exchange_settings(
     )
 
 
-def book_settings(values: Variables, flags: tuple[bool | None, bool]) -> BookSettings:
-    """The order group's limit and pause flag (variables) and the two cancel flags (``flags``:
-    ``--cancel-resting-on-engage``, ``--cancel-resting-on-exit``)."""
-    limit = values.number(
-        "KALSHI_ORDER_GROUP_CONTRACTS_LIMIT",
-        int,
-        DEFAULT_ORDER_GROUP_CONTRACTS_LIMIT,
-        minimum=0,
-        maximum=MAX_ORDER_GROUP_CONTRACTS_LIMIT,
-    )
-    on_engage, on_exit = flags
-    return BookSettings(
-        order_group_contracts_limit=limit,
-        cancel_order_on_pause=values.flag("KALSHI_ORDER_CANCEL_ON_PAUSE", default=True),
-        cancel_resting_on_engage=on_engage,
-        cancel_resting_on_exit=on_exit,
-    )
-
-
 def _check_ca_file(source: str, path: Path) -> None:
     """Refuse a CA file that is missing, unreadable or holds no PEM certificate: a local file
     problem, said as one before any connection is tried."""
@@ -380,6 +346,16 @@ def _base_url(name: str, text: str) -> str:
             f"{name}={text!r}: give scheme and host only (the /trade-api/v2 path is added)"
         )
     return f"https://{url.netloc}"
+
+
+def _stream_url(values: Variables, environment: Environment) -> str:
+    """``KALSHI_{DEMO,PROD}_WS_URL`` or the environment's published stream URL."""
+    name = f"KALSHI_{environment.upper()}_WS_URL"
+    text = values.get(name) or (DEMO_STREAM_URL if environment == "demo" else PROD_STREAM_URL)
+    url = urllib.parse.urlsplit(text.strip())
+    if url.scheme != "wss" or not url.hostname or not url.path.startswith("/"):
+        raise ConfigError(f"{name}={text!r}: must be a wss:// URL with a host and a path")
+    return text.strip()
 
 
 def _risk_limits(values: Variables) -> RiskLimits:

@@ -36,7 +36,7 @@ from executor.exchange.messages import BATCH_CANCEL_PATH, ExchangeError
 from executor.exchange.order_lookup import ExchangeOrder, find_orders
 from executor.exchange.rate_limits import RateLimits
 from executor.exchange.reconcile import MIN_TS_MARGIN_S
-from executor.exchange.row_sinks import OrderRowSink
+from executor.exchange.reconcile_terms import OrderRowSink
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 
 log = structlog.get_logger()

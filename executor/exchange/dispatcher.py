@@ -53,7 +53,7 @@ from executor.exchange.messages import (
     verbatim_fill,
 )
 from executor.exchange.reconcile import Reconciler
-from executor.exchange.stages import FireStamps
+from executor.exchange.stages import FireStamps, engine_ts_ms
 from executor.recording.open_orders import OUTCOME_UNKNOWN_PREFIX
 from executor.recording.rows import (
     HeartbeatRow,
@@ -247,6 +247,7 @@ class OrderDispatcher:
         error_message: str | None = None
         try:
             response = await self._build_and_send(prepared, stamps)
+            stamps.engine_ts_ms = engine_ts_ms(response)
             status = order_status(response, self.policy.time_in_force)
         except trio.Cancelled:
             error_message = CANCELLED_AT_SHUTDOWN

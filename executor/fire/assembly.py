@@ -13,9 +13,10 @@ exists (a refused start leaves no file behind):
   (``executor.exchange.reconcile``; the corrections committed first), the risk gate's warm start
   from the corrected ``orders_fired`` (a worker thread), the shadow lane (closed and drained at
   exit) and the pollers (the account poll, first poll before serving, later polls also following
-  resting orders; the heartbeat; and the book guard, ``executor.fire.book_guard``, which carries
-  a kill-switch engage or an audit outage to the exchange's book, after this run's order group is
-  recorded in the database).
+  resting orders while the exchange's stream is not trusted; the heartbeat; the stream,
+  ``executor.exchange.stream``, unless ``--stream off``; and the book guard,
+  ``executor.fire.book_guard``, which carries a kill-switch engage or an audit outage to the
+  exchange's book, after this run's order group is recorded in the database).
 
 :class:`OrderPathFactory` is what the server is given: the two stages, in the order it enters them.
 Every start-up failure is one :class:`~executor.config.StartupError` line. Exit order: pollers
@@ -47,8 +48,17 @@ from executor.exchange.account import (
 )
 from executor.exchange.dispatcher import OrderDispatcher, OrderPolicy
 from executor.exchange.reconcile import CollectedRows, Reconciler
+from executor.exchange.rest import tls_context
 from executor.exchange.shadow_lane import ShadowLane
 from executor.exchange.stages import PerfToWall
+from executor.exchange.stream import (
+    StreamEndpoint,
+    StreamState,
+    poll_unless_streaming,
+    serve_stream,
+    stream_url_of,
+)
+from executor.exchange.stream_orders import StreamedOrders
 from executor.exchange.transport import ExchangeClient
 from executor.fire.book_guard import BookGuard, book_guard, record_run_group
 from executor.fire.exchange_side import ExchangeSide, open_exchange_side, silent
@@ -168,11 +178,15 @@ async def open_order_path(
         step("warm-starting the risk gate from orders_fired")
         risk = await _warm_risk_gate(settings, telemetry_db)
         reconciler.fills = risk
+        stream = StreamedOrders(reconciler, telemetry) if settings.exchange.stream else None
+        reconciler.feed = stream
         await record_run_group(side.group, side.endpoint.base_url, telemetry_db)
         guard = book_guard(
             settings.exchange, client, reconciler, telemetry, side.group, kill_switch, telemetry
         )
-        fire_path = _fire_path(settings, telemetry, kill_switch, client, risk, reconciler, guard)
+        fire_path = _fire_path(
+            settings, telemetry, kill_switch, client, risk, reconciler, guard, stream
+        )
         orders = fire_path.orders
         assert orders is not None
         async with trio.open_nursery() as lane_nursery:
@@ -180,8 +194,9 @@ async def open_order_path(
             try:
                 async with trio.open_nursery() as pollers:
                     step("polling the account (balance, positions)")
+                    follow_resting = poll_unless_streaming(stream, reconciler)
                     await pollers.start(
-                        functools.partial(serve_account, follow_resting=reconciler.poll_resting),
+                        functools.partial(serve_account, follow_resting=follow_resting),
                         client,
                         orders.account,
                         risk,
@@ -195,6 +210,10 @@ async def open_order_path(
                             interval_s=heartbeat_interval_s,
                         )
                     )
+                    if stream is not None and orders.stream_state is not None:
+                        step("connecting the exchange's stream (fills, order updates)")
+                        endpoint = await _stream_endpoint(settings, side)
+                        await pollers.start(serve_stream, endpoint, stream, orders.stream_state)
                     await pollers.start(guard.run)
                     try:
                         yield fire_path
@@ -214,6 +233,7 @@ def _fire_path(
     risk: RiskGate | None,
     reconciler: Reconciler,
     guard: BookGuard,
+    stream: StreamedOrders | None = None,
 ) -> FirePath:
     exchange = settings.exchange
     policy = OrderPolicy(
@@ -235,6 +255,8 @@ def _fire_path(
         clock=PerfToWall(),
         clock_domain=clock_domain(),
         audit=telemetry,
+        stream=stream,
+        stream_state=None if stream is None else StreamState(),
         book=guard,
     )
     return FirePath(
@@ -242,6 +264,14 @@ def _fire_path(
         contract_count=settings.sizing.fixed_contract_count,
         orders=orders,
     )
+
+
+async def _stream_endpoint(settings: Settings, side: ExchangeSide) -> StreamEndpoint:
+    """The stream's URL (the configured one, else on the REST host) and the side's key and CA."""
+    endpoint = side.endpoint
+    context = await trio.to_thread.run_sync(tls_context, endpoint.ca_file)
+    url = settings.exchange.stream_url or stream_url_of(endpoint.base_url)
+    return StreamEndpoint(url, endpoint.key_id, endpoint.signer.sign, context)
 
 
 async def _reconcile_earlier_runs(reconciler: Reconciler, telemetry_db: Path) -> None:

@@ -36,7 +36,7 @@ from executor.exchange.cancels import BookWriter, cancel_resting
 from executor.exchange.messages import GOOD_TILL_CANCELED, ExchangeError
 from executor.exchange.order_group import OrderGroup, create_order_group
 from executor.exchange.reconcile import Reconciler
-from executor.exchange.row_sinks import OrderRowSink
+from executor.exchange.reconcile_terms import OrderRowSink
 from executor.recording.database import TelemetryOpenError
 from executor.recording.order_groups import RecordedGroup, record_order_group
 from executor.recording.rows import OrderRow
@@ -154,12 +154,11 @@ class BookGuard:
         itself a cancellation); what is not done by then stays on the book for the next start.
         """
         with trio.move_on_after(EXIT_CANCEL_TIMEOUT_S, shield=True):
-            await self._cancel(self._reconciler.resting_rows(), "executor shutdown")
+            await self._cancel(list(self._reconciler.followed.values()), "executor shutdown")
 
     async def _cancel_new_resting(self, reason: str) -> None:
-        rows = [
-            row for row in self._reconciler.resting_rows() if row.client_order_id not in self._asked
-        ]
+        followed = self._reconciler.followed.values()
+        rows = [row for row in followed if row.client_order_id not in self._asked]
         self._asked.update(row.client_order_id for row in rows if row.kalshi_order_id)
         await self._cancel(rows, reason)
 
@@ -169,8 +168,9 @@ class BookGuard:
         report = await cancel_resting(self._writer, rows, self._sink, reason=reason)
         self.cancels_sent += report.sent
         self.cancels_failed += report.failed
-        for row in report.rows:
-            self._reconciler.settle(row)
+        for row in report.rows:  # a cancelled order is no longer followed (unless it rests)
+            self._reconciler.followed.pop(row.client_order_id, None)
+            self._reconciler.follow(row)
 
 
 async def create_run_group(exchange: ExchangeSettings, writer: BookWriter) -> OrderGroup | None:

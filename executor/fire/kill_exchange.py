@@ -19,7 +19,7 @@ import trio
 from executor.exchange.cancels import CANCELED_BY_PREFIX, CancelReport, cancel_resting
 from executor.exchange.order_group import OrderGroup
 from executor.exchange.rate_limits import fetch_api_limits
-from executor.exchange.row_sinks import CollectedRows
+from executor.exchange.reconcile_terms import CollectedRows
 from executor.exchange.transport import ExchangeEndpoint, ExchangeError, open_exchange
 from executor.recording.database import TelemetryOpenError
 from executor.recording.open_orders import load_open_orders, rests, write_corrections

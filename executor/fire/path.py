@@ -65,6 +65,8 @@ from executor.exchange.account import AccountState
 from executor.exchange.dispatcher import OrderDispatcher, OrderSink
 from executor.exchange.shadow_lane import ShadowJob, ShadowLane
 from executor.exchange.stages import FireStamps, PerfToWall, log_resolution, stage_rows
+from executor.exchange.stream import StreamState
+from executor.exchange.stream_orders import StreamedOrders
 from executor.logs import RateLimitedWarning
 from executor.recording.rows import row_fields
 from executor.wire.protocol import WakeMessage
@@ -118,6 +120,15 @@ class FireCounters:
     presigned: int = 0
     signed_inline: int = 0
     refused_audit: int = 0
+    stream_connected: int = 0
+    """1 while the exchange's stream is connected and reconciled (trusted), else 0."""
+    stream_reconnects: int = 0
+    stream_fill_messages: int = 0
+    stream_order_messages: int = 0
+    stream_fills_applied: int = 0
+    """Maker fills the stream brought to a row and the risk gate."""
+    stream_orders_applied: int = 0
+    """``user_order`` totals the stream brought to a row."""
     cancels_sent: int = 0
     """Resting orders named in batch cancels (kill switch engage, shutdown)."""
     cancels_failed: int = 0
@@ -144,6 +155,8 @@ class OrderPath:
         clock: the perf-to-wall offset the stage rows are anchored with.
         clock_domain: this process's clock domain (``executor.clock.clock_domain()``).
         audit: whether order rows can be written (telemetry); None never refuses.
+        stream: what the exchange's stream changes (``--stream``), None without it.
+        stream_state: the stream's connection counters, None without it.
         book: the book guard (cancels, the order group), whose counters join the fire path's.
     """
 
@@ -156,6 +169,8 @@ class OrderPath:
     clock: PerfToWall
     clock_domain: str
     audit: AuditTrail | None = None
+    stream: StreamedOrders | None = None
+    stream_state: StreamState | None = None
     book: BookCounters | None = None
 
     def rules(self) -> OrderRules:
@@ -229,6 +244,17 @@ class FirePath:
         client = None if self.orders is None else self.orders.dispatcher.client
         counts["presigned"] = int(getattr(client, "presigned", 0))
         counts["signed_inline"] = int(getattr(client, "signed_inline", 0))
+        stream = None if self.orders is None else self.orders.stream
+        state = None if self.orders is None else self.orders.stream_state
+        if stream is not None and state is not None:
+            counts.update(
+                stream_connected=state.connected,
+                stream_reconnects=state.reconnects,
+                stream_fill_messages=stream.fill_messages,
+                stream_order_messages=stream.order_messages,
+                stream_fills_applied=stream.fills_applied,
+                stream_orders_applied=stream.orders_applied,
+            )
         limits = getattr(client, "limits", None)
         if limits is not None:
             counts["write_token_waits"] = limits.write.waits

@@ -41,6 +41,13 @@ class ServerStatistics:
     signed_inline: int = 0
     refused_audit: int = 0
     """Real fires refused because the audit trail (``orders_fired``) could not be written."""
+    stream_connected: int = 0
+    """1 while the exchange's stream is connected and reconciled (trusted), else 0 (a gauge)."""
+    stream_reconnects: int = 0
+    stream_fill_messages: int = 0
+    stream_order_messages: int = 0
+    stream_fills_applied: int = 0
+    stream_orders_applied: int = 0
     cancels_sent: int = 0
     """Resting orders named in batch cancels (kill switch engage, shutdown)."""
     cancels_failed: int = 0
@@ -66,12 +73,18 @@ class ServerStatistics:
 
     def later_counters(self) -> str:
         """The keys the exit line gained after ``log_dropped``, oldest first (reconciliation's,
-        signing ahead's, the audit trail's, the book's and the rate limits'), which the command
-        line prints after every older key; a new key goes at the end."""
+        signing ahead's, the audit trail's, the stream's, the book's and the rate limits'), which
+        the command line prints after every older key; a new key goes at the end."""
         return (
             f"reconciled={self.reconciled} reconcile_failed={self.reconcile_failed} "
             f"presigned={self.presigned} signed_inline={self.signed_inline} "
             f"refused_audit={self.refused_audit} "
+            f"stream_connected={self.stream_connected} "
+            f"stream_reconnects={self.stream_reconnects} "
+            f"stream_fill_messages={self.stream_fill_messages} "
+            f"stream_order_messages={self.stream_order_messages} "
+            f"stream_fills_applied={self.stream_fills_applied} "
+            f"stream_orders_applied={self.stream_orders_applied} "
             f"cancels_sent={self.cancels_sent} cancels_failed={self.cancels_failed} "
             f"order_group_triggered={self.order_group_triggered} "
             f"write_token_waits={self.write_token_waits} read_token_waits={self.read_token_waits}"

@@ -12,7 +12,7 @@ from executor.exchange.cancels import CANCELED_BY_PREFIX, cancel_resting, cancel
 from executor.exchange.messages import BATCH_CANCEL_PATH, ExchangeError, OrderStamps, order_body
 from executor.exchange.order_group import OrderGroup, create_order_group
 from executor.exchange.rate_limits import ApiLimits, BucketLimit
-from executor.exchange.row_sinks import CollectedRows
+from executor.exchange.reconcile_terms import CollectedRows
 from executor.exchange.transport import ExchangeClient
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus

@@ -20,6 +20,8 @@ from executor.fake.account import (
     FakeAccount,
     GroupEvent,
 )
+from executor.fake.exchange import FakeCredentials, FakeExchange
+from tests.fake.test_fake_stream import receive, session, subscribe
 from tests.support.openapi import validate_response
 
 TICKER = "KXGROUP-26JAN01-T1"
@@ -186,3 +188,22 @@ def test_the_account_limits_are_settable_and_published() -> None:
             {"method": "DELETE", "path": "/portfolio/events/orders/batched", "cost": 2}
         ],
     }
+
+
+async def test_group_changes_made_over_rest_go_out_on_the_stream(
+    fake_exchange: FakeExchange, fake_credentials: FakeCredentials
+) -> None:
+    """Created, triggered and reset through the REST endpoints reach a subscriber of
+    order_group_updates, in order, each message validated against the published AsyncAPI."""
+    async with session(fake_exchange, fake_credentials) as ws:
+        await subscribe(ws, "order_group_updates")
+        group = new_group(fake_exchange, limit=3)
+        call(fake_exchange, "PUT", f"{ORDER_GROUPS_PATH}/{group}/trigger", b"{}")
+        call(fake_exchange, "PUT", f"{ORDER_GROUPS_PATH}/{group}/reset", b"{}")
+        events = [(await receive(ws))["msg"] for _ in range(3)]
+    assert [(event["event_type"], event["order_group_id"]) for event in events] == [
+        ("created", group),
+        ("triggered", group),
+        ("reset", group),
+    ]
+    assert events[0]["contracts_limit_fp"] == "3.00"

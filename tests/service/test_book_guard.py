@@ -14,13 +14,14 @@ import orjson
 import pytest
 import trio
 
+from executor.book_settings import BookSettings
 from executor.decide.killswitch import KillSwitch
 from executor.decide.risk import RiskLimits
 from executor.decide.sizing import SizingConfig
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.fire.assembly import order_path_factory
 from executor.fire.book_guard import BookGuard, book_guard
-from executor.settings import BookSettings, ExchangeSettings, Settings
+from executor.settings import ExchangeSettings, Settings
 from executor.wire.client import connect
 from tests.service.test_audit_trail import HEARTBEAT_S, WAIT_S, query, set_fault, wake
 from tests.support.inprocess import RunningServer, start_server

@@ -56,8 +56,14 @@ def test_fake_exchange_serve_writes_orders_and_stage_rows(
     assert server["accepted"] - server["unacked"] == server["fired"] + refused
     assert telemetry["order_rows_written"] == 2  # pending + resolution
     assert server["presigned"] + server["signed_inline"] == 1  # the one real order's attempt
-    assert list(server)[-8:-5] == ["presigned", "signed_inline", "refused_audit"]
-    assert list(server)[-5:] == [  # newest last
+    assert list(server)[-14:-11] == ["presigned", "signed_inline", "refused_audit"]
+    assert list(server)[-11:] == [  # newest last
+        "stream_connected",
+        "stream_reconnects",
+        "stream_fill_messages",
+        "stream_order_messages",
+        "stream_fills_applied",
+        "stream_orders_applied",
         "cancels_sent",
         "cancels_failed",
         "order_group_triggered",
@@ -73,7 +79,7 @@ def test_fake_exchange_serve_writes_orders_and_stage_rows(
     db.close()
     assert orders == [("sub-real", "filled", "3.00")]
     real_stages = ["order_build", "sign", "dispatch_send", "dispatch_ack", "detect_fire"]
-    real_stages += ["dispatch_wire", "detect_wire"]
+    real_stages += ["dispatch_wire", "detect_wire", "wire_engine", "engine_ack"]
     assert sorted(stage for cid, stage in stages if cid == "sub-real") == sorted(real_stages)
     assert sorted(stage for cid, stage in stages if cid == "sub-shadow") == sorted(
         ["order_build", "sign", "dispatch_send", "detect_fire"]

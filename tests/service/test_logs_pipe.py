@@ -171,7 +171,7 @@ async def test_unread_stderr_pipe_does_not_hold_up_acks(short_dir: Path) -> None
     assert identity_problems(counters) == []
     assert counters["log_dropped"] > 0
     first_line = next(line for line in text.splitlines() if line.startswith("frames="))
-    assert first_line.split()[-11].startswith("log_dropped=")  # then ten later keys
+    assert first_line.split()[-17].startswith("log_dropped=")  # then sixteen later keys
 
 
 async def _connect_and_run(socket_path: Path, index: int) -> None:
@@ -203,12 +203,18 @@ def test_suppressed_warnings_are_reported_at_exit(short_dir: Path) -> None:
     lines = executor.stderr_lines()
     server, _ = exit_counters(lines)
     assert server["rejected"] == rejected
-    assert lines[-2].split()[-11:-8] == ["log_dropped=0", "reconciled=0", "reconcile_failed=0"]
-    later = [key.split("=")[0] for key in lines[-2].split()[-8:]]
+    assert lines[-2].split()[-17:-14] == ["log_dropped=0", "reconciled=0", "reconcile_failed=0"]
+    later = [key.split("=")[0] for key in lines[-2].split()[-14:]]
     assert later == [
         "presigned",
         "signed_inline",
         "refused_audit",
+        "stream_connected",
+        "stream_reconnects",
+        "stream_fill_messages",
+        "stream_order_messages",
+        "stream_fills_applied",
+        "stream_orders_applied",
         "cancels_sent",
         "cancels_failed",
         "order_group_triggered",
