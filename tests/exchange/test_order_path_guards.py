@@ -183,7 +183,10 @@ async def test_the_signed_timestamp_is_read_after_the_rate_limit_wait(
     endpoint = fake_endpoint(fake_exchange, fake_credentials)
     async with open_exchange(endpoint, limiter=bucket) as client:
         await client.place_order(order_body(spec("first", count=1)), OrderStamps(), dry_run=False)
-        started_ms = wall_ms()  # the bucket is drained now
+        # Drained here, whatever the first order's round trip refilled (the bound used to count
+        # from before that refill, and failed whenever the round trip took over 5 ms).
+        await bucket.acquire(10)
+        started_ms = wall_ms()  # no checkpoint since the drain: the bucket is empty now
         await client.place_order(order_body(spec("second", count=1)), OrderStamps(), dry_run=False)
     stamped = [
         int(request.headers[HEADER_TIMESTAMP.lower()])
