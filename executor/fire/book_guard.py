@@ -117,13 +117,20 @@ class BookGuard:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Look now, report started, then look every ``LOOK_INTERVAL_S`` until cancelled."""
-        await self.look()
+        await self._look_contained()
         task_status.started()
         while True:
             with trio.move_on_after(LOOK_INTERVAL_S):
                 await self._wake.wait()
             self._wake = trio.Event()
+            await self._look_contained()
+
+    async def _look_contained(self) -> None:
+        # A bug in one look must not end the order path: logged, and the next look tries again.
+        try:
             await self.look()
+        except Exception:
+            log.exception("book guard look failed")
 
     async def look(self) -> None:
         """One look: cancel what must be cancelled, then trigger or reset the group as needed.

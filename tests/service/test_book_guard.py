@@ -13,6 +13,8 @@ from pathlib import Path
 import orjson
 import pytest
 import trio
+import trio.testing
+from structlog.testing import capture_logs
 
 from executor.book_settings import BookSettings
 from executor.decide.killswitch import KillSwitch
@@ -20,7 +22,7 @@ from executor.decide.risk import RiskLimits
 from executor.decide.sizing import SizingConfig
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.fire.assembly import order_path_factory
-from executor.fire.book_guard import BookGuard, book_guard
+from executor.fire.book_guard import LOOK_INTERVAL_S, BookGuard, book_guard
 from executor.settings import ExchangeSettings, Settings
 from executor.wire.client import connect
 from tests.service.test_audit_trail import HEARTBEAT_S, WAIT_S, query, set_fault, wake
@@ -263,3 +265,43 @@ def test_what_an_engage_does_follows_the_time_in_force_and_the_flag(
     )
     guard = book_guard(exchange, None, None, None, None, None, None)  # type: ignore[arg-type]
     assert (guard.cancel_on_engage, guard.trigger_on_engage) == (cancels, triggers)
+
+
+class FlakySwitch:
+    """A kill switch whose first reading raises (a bug), then reads released."""
+
+    def __init__(self) -> None:
+        self.readings = 0
+
+    def engaged_reason(self) -> str | None:
+        self.readings += 1
+        if self.readings == 1:
+            raise RuntimeError("boom")
+        return None
+
+
+async def test_a_look_that_raises_is_logged_and_the_guard_looks_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A bug in one look costs that look (one ERROR line with the traceback), not the order
+    path: the guard starts and keeps looking."""
+    switch = FlakySwitch()
+    guard = BookGuard(
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        group=None,
+        kill_switch=switch,  # type: ignore[arg-type]
+        audit=None,
+        cancel_on_engage=True,
+        trigger_on_engage=True,
+    )
+    with capture_logs() as logs:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(guard.run)
+            await trio.sleep(LOOK_INTERVAL_S * 3.5)
+            nursery.cancel_scope.cancel()
+    assert guard.looks == 3 and switch.readings == 4
+    assert [entry["event"] for entry in logs if entry["log_level"] == "error"] == [
+        "book guard look failed"
+    ]
