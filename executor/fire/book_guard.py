@@ -172,12 +172,25 @@ class BookGuard:
     async def _cancel(self, rows: list[OrderRow], reason: str) -> None:
         if not rows:
             return
-        report = await cancel_resting(self._writer, rows, self._sink, reason=reason)
+        sink = _Settling(self._reconciler, self._sink)
+        report = await cancel_resting(self._writer, rows, sink, reason=reason)
         self.cancels_sent += report.sent
         self.cancels_failed += report.failed
-        for row in report.rows:  # a cancelled order is no longer followed (unless it rests)
-            self._reconciler.followed.pop(row.client_order_id, None)
-            self._reconciler.follow(row)
+
+
+class _Settling:
+    """Hands a cancelled order's row on only after the reconciler stops following it, with no
+    checkpoint between: the stream's own report of the cancel, arriving while the row is queued,
+    then finds the order no longer followed and leaves the row to say why it ended."""
+
+    def __init__(self, reconciler: Reconciler, sink: OrderRowSink) -> None:
+        self._reconciler = reconciler
+        self._sink = sink
+
+    async def record_order(self, row: OrderRow, *, timeout_s: float = 2.0) -> None:
+        self._reconciler.followed.pop(row.client_order_id, None)
+        self._reconciler.follow(row)  # followed on only if it somehow still rests
+        await self._sink.record_order(row, timeout_s=timeout_s)
 
 
 async def create_run_group(exchange: ExchangeSettings, writer: BookWriter) -> OrderGroup | None:
