@@ -236,8 +236,8 @@ class _Session:
                     nursery.start_soon(self._write)
                     await self._read()
                     nursery.cancel_scope.cancel()
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass  # the client went away
+            except* (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # the client went away (the nursery wraps it in a group)
 
     async def _send(self, event: Event) -> None:
         async with self._lock:

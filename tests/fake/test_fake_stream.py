@@ -22,10 +22,11 @@ from trio_websocket import (
     WebSocketConnection,
     wrap_client_stream,
 )
+from wsproto import ConnectionType, WSConnection
 
 from executor.clock import wall_ms
 from executor.fake.exchange import STREAM_PATH, FakeCredentials, FakeExchange
-from executor.fake.stream import HEARTBEAT
+from executor.fake.stream import HEARTBEAT, StreamHub, _Session
 from executor.signer import KalshiSigner
 from tests.support.asyncapi import (
     validate_command,
@@ -366,3 +367,28 @@ def test_the_validator_refuses_what_the_published_api_does_not_allow() -> None:
         )
     with pytest.raises(pytest.fail.Exception):
         validate_control_frame("outgoingPing", b"")
+
+class ResetStream(trio.abc.Stream):
+    """A client connection the peer resets on the first read."""
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        """Takes whatever is sent."""
+
+    async def wait_send_all_might_not_block(self) -> None:
+        """Never blocks."""
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        """Reset by peer."""
+        raise trio.BrokenResourceError("socket connection broken: [Errno 104] reset by peer")
+
+    async def aclose(self) -> None:
+        """Nothing to close."""
+
+
+async def test_a_stream_client_that_resets_its_connection_ends_its_session_quietly() -> None:
+    """A reset while the session reads ends the session (the client went away) instead of
+    escaping as an exception group, which the fake logged as a failed connection with a
+    traceback whenever an executor's stream dropped at shutdown."""
+    session = _Session(StreamHub(), ResetStream(), WSConnection(ConnectionType.SERVER))
+    with trio.fail_after(5):
+        await session.run()
