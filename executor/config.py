@@ -101,11 +101,19 @@ def unknown_variables(
         if name.startswith(VARIABLE_PREFIX) and name not in KNOWN_VARIABLES:
             found.setdefault(name, "the environment")
     return tuple(
-        UnknownVariable(
-            name, source, next(iter(difflib.get_close_matches(name, KNOWN_VARIABLES, n=1)), None)
-        )
+        UnknownVariable(name, source, _closest_known(name))
         for name, source in sorted(found.items())
     )
+
+
+def _closest_known(name: str) -> str | None:
+    """The known name ``name`` is most likely a misspelling of, or None when none is close.
+
+    Compared without the ``KALSHI_`` prefix every name shares: with it, any short name looks
+    60% like a known one (``FOO`` with the prefix would suggest the CA file's variable)."""
+    suffixes = {known.removeprefix(VARIABLE_PREFIX): known for known in KNOWN_VARIABLES}
+    matches = difflib.get_close_matches(name.removeprefix(VARIABLE_PREFIX), suffixes, n=1)
+    return suffixes[matches[0]] if matches else None
 
 
 def read_env_file(env_file: Path) -> dict[str, str]:

@@ -21,6 +21,7 @@ above is untouched. Heartbeats are counted in neither family.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import asdict
@@ -32,13 +33,8 @@ import trio
 
 from executor.recording.consumer import BATCH_LINGER_S, BATCH_MAX_ROWS, TelemetryConsumer
 from executor.recording.counters import TelemetryCounters, TelemetryStatistics
-from executor.recording.database import (
-    TelemetryOpenError,
-    database_files,
-    open_database,
-    prove_writable,
-    remove_new_files,
-)
+from executor.recording.database import TelemetryOpenError, database_files, remove_new_files
+from executor.recording.database_lock import DatabaseLock, open_locked_database
 from executor.recording.rows import (
     HeartbeatRow,
     LatencyRow,
@@ -181,18 +177,18 @@ async def serve_telemetry(
     path = Path(db_path)
     one_thread_at_a_time = trio.CapacityLimiter(1)
     existed = await trio.to_thread.run_sync(database_files, path)
-    connection, created = await trio.to_thread.run_sync(
-        open_database, path, limiter=one_thread_at_a_time
-    )
-    if require_writable:
-        try:
-            await trio.to_thread.run_sync(
-                prove_writable, connection, path, limiter=one_thread_at_a_time
-            )
-        except TelemetryOpenError:
-            await trio.to_thread.run_sync(connection.close, limiter=one_thread_at_a_time)
+    lock = DatabaseLock(path)
+    await trio.to_thread.run_sync(lock.acquire)
+    try:
+        connection, created = await trio.to_thread.run_sync(
+            functools.partial(open_locked_database, lock, require_writable=require_writable),
+            limiter=one_thread_at_a_time,
+        )
+    except BaseException:
+        with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(remove_new_files, path, existed)
-            raise
+        lock.release()
+        raise
     counters = TelemetryCounters()
     send, receive = trio.open_memory_channel[TelemetryRow](capacity)
     closed = trio.Event()
@@ -216,6 +212,7 @@ async def serve_telemetry(
             await consumer.drain()
         consumer.discard_remaining()
         await consumer.close_database(CLOSE_TIMEOUT_S)
+        lock.release()  # after the connection: closing a descriptor drops SQLite's POSIX locks
 
 
 __all__ = [

@@ -51,7 +51,7 @@ CANCELED_BY_PREFIX: Final = "canceled by this executor: "
 
 
 class BookWriter(Protocol):
-    """The part of ``executor.exchange.transport.ExchangeClient`` cancels use."""
+    """The part of ``executor.exchange.rest.RestClient`` (``ExchangeClient.rest``) cancels use."""
 
     @property
     def limits(self) -> RateLimits: ...

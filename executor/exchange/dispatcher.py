@@ -14,8 +14,14 @@ order row.
 
 The pending row is queued *before* the body is built (the reference queues it after): DISPATCH.md
 §1 step 6 allows nothing that touches telemetry between building the order and handing the
-request to the transport, and the pending row needs nothing the body has. ``_build_and_send`` is
+request to the transport, and the pending row needs nothing the body has. ``_build_and_start`` is
 that stretch, and a test reads its syntax tree to keep it free of telemetry, logging and files.
+
+A real order is placed in two halves: :meth:`OrderDispatcher.begin`, which never waits (the risk
+gate's attempt, the ids, the ``pending`` row, the body and, when the transport can without
+waiting, the request written: ``ExchangeClient.send_order_now``), runs where the fire is decided,
+in the connection's task; :meth:`OrderDispatcher.complete` (the response, the resolution row, the
+fill, reconciliation) runs in the fire's own task. ``execute`` is the two in one.
 
 Every stamp goes into a :class:`~executor.exchange.stages.FireStamps` the caller owns, so a
 dispatch that raises or is cancelled still leaves the stamps it reached for the stage rows.
@@ -33,16 +39,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, runtime_checkable
 
 import structlog
 import trio
 
 from executor.clock import stamp_ns, wall_ms
-from executor.decide.decision import Order, Permission
+from executor.decide.decision import Order
 from executor.decide.order_request import FireRequest
 from executor.exchange.messages import (
-    GOOD_TILL_CANCELED,
     ExchangeError,
     OrderSpec,
     OrderStamps,
@@ -50,7 +55,15 @@ from executor.exchange.messages import (
     order_payload,
     order_status,
     parse_fill_count,
-    verbatim_fill,
+)
+from executor.exchange.order_connection import OrderInFlight
+from executor.exchange.order_rows import (
+    FILL_COLUMNS,
+    OrderPolicy,
+    PreparedOrder,
+    order_correlation_id,
+    order_row,
+    rejected_row,
 )
 from executor.exchange.reconcile import Reconciler
 from executor.exchange.stages import FireStamps, engine_ts_ms
@@ -72,16 +85,24 @@ cancellation so a shutdown still lands it (DISPATCH.md §4 step 7)."""
 CANCELLED_AT_SHUTDOWN: Final = "cancelled at shutdown"
 """``error_message`` of a dispatch cut by shutdown ([ours]; the reference leaves it NULL)."""
 
-FILL_COLUMNS: Final = ("fill_count", "remaining_count", "average_fill_price", "average_fee_paid")
-"""Response fields stored verbatim in ``orders_fired``."""
-
-
 class OrderPlacer(Protocol):
     """The part of ``executor.exchange.transport.ExchangeClient`` a dispatcher uses."""
 
     async def place_order(
-        self, body: bytes, stamps: OrderStamps, *, dry_run: bool
+        self,
+        body: bytes,
+        stamps: OrderStamps,
+        *,
+        dry_run: bool,
+        started: OrderInFlight | None = None,
     ) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class OrderStarter(Protocol):
+    """A transport that can write a real order's first attempt without waiting (optional)."""
+
+    def send_order_now(self, body: bytes, stamps: OrderStamps) -> OrderInFlight | None: ...
 
 
 class OrderSink(Protocol):
@@ -96,31 +117,31 @@ class OrderSink(Protocol):
     ) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class OrderPolicy:
-    """How orders are placed: the configured order flags and where they may go.
+class StartedOrder:
+    """A real order :meth:`OrderDispatcher.begin` began, for :meth:`OrderDispatcher.complete`.
 
     Attributes:
-        time_in_force: ``fill_or_kill``, ``good_till_canceled`` or ``immediate_or_cancel``.
-        self_trade_prevention_type: ``taker_at_cross`` or ``maker``.
-        environment: ``demo`` or ``prod``.
-        allow_production: ``KALSHI_ALLOW_PRODUCTION_ORDERS``.
-        cancel_order_on_pause: sent with every order (``KALSHI_ORDER_CANCEL_ON_PAUSE``); None
-            sends nothing (the §5 body).
-        order_group_id: the order group every order goes into; None: none.
+        order: the decided order (its risk ticket, when the gate is on).
+        prepared: its ids.
+        requested_at_ms: the ``pending`` row's ``requested_at_ms``.
+        stamps: the fire's stamps.
+        body: the order's bytes (empty when building failed).
+        in_flight: the first attempt, when it was written without waiting.
+        failure: what went wrong in ``begin``, raised by ``complete`` in its error handling.
     """
 
-    time_in_force: str = "fill_or_kill"
-    self_trade_prevention_type: str = "taker_at_cross"
-    environment: str = "demo"
-    allow_production: bool = False
-    cancel_order_on_pause: bool | None = None
-    order_group_id: str | None = None
+    __slots__ = ("body", "failure", "in_flight", "order", "prepared", "requested_at_ms", "stamps")
 
-    @property
-    def permission(self) -> Permission:
-        """The production guard these flags make (the decision layer applies it)."""
-        return Permission(self.environment, self.allow_production)
+    def __init__(
+        self, order: Order, prepared: PreparedOrder, requested_at_ms: int, stamps: FireStamps
+    ) -> None:
+        self.order = order
+        self.prepared = prepared
+        self.requested_at_ms = requested_at_ms
+        self.stamps = stamps
+        self.body = b""
+        self.in_flight: OrderInFlight | None = None
+        self.failure: Exception | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,20 +150,6 @@ class DispatchResult:
 
     status: OrderStatus
     fill_count: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedOrder:
-    """The ids and columns an order has before its body is built."""
-
-    request: FireRequest
-    client_order_id: str
-    correlation_id: str
-
-
-def order_correlation_id(wake_correlation_id: str) -> str:
-    """The order row's correlation id: the wake's, or a fresh uuid4 hex when the wake's is empty."""
-    return wake_correlation_id or uuid.uuid4().hex
 
 
 class OrderDispatcher:
@@ -164,6 +171,7 @@ class OrderDispatcher:
         reconciler: Reconciler | None = None,
     ) -> None:
         self.client = client
+        self._send_now = client.send_order_now if isinstance(client, OrderStarter) else None
         self.sink = sink
         self.policy = policy
         self.reconciler = reconciler
@@ -185,23 +193,53 @@ class OrderDispatcher:
     async def execute(self, order: Order, stamps: FireStamps) -> DispatchResult:
         """Place a decided real order, keeping the risk gate's books (DISPATCH.md §1 steps 5-7).
 
-        The attempt and one dispatch in flight are recorded before the send; the response's fill
-        is fed to the gate; the in-flight count comes back down whatever happened.
+        :meth:`begin` then :meth:`complete`, in one call.
 
         Raises:
             Exception: whatever :meth:`dispatch` raised.
 
         Cancellation: as :meth:`dispatch`; the in-flight count still comes back down.
         """
+        return await self.complete(self.begin(order, stamps))
+
+    def begin(self, order: Order, stamps: FireStamps) -> StartedOrder:
+        """Everything of a real order that needs no waiting, now: the risk gate's attempt and
+        in-flight count, the ids, the ``pending`` row, the body, and (when the transport can
+        without waiting) the request written. :meth:`complete` must follow, in the fire's task.
+
+        Cancellation: never checkpoints. A failure here is raised by :meth:`complete`.
+        """
         ticket = order.ticket
-        if ticket is None:
-            return await self.dispatch(order.request, stamps)
-        ticket.sending()
+        if ticket is not None:
+            ticket.sending()
+        started = StartedOrder(order, self.prepare(order.request), wall_ms(), stamps)
         try:
-            result = await self.dispatch(order.request, stamps)
-            ticket.filled(result.fill_count)
+            pending = order_row(
+                started.prepared, self.policy, OrderRowKind.PENDING, started.requested_at_ms
+            )
+            self.sink.record_pending(pending)
+            started.body, started.in_flight = self._build_and_start(started.prepared, stamps)
+        except Exception as error:
+            started.failure = error
+        return started
+
+    async def complete(self, started: StartedOrder) -> DispatchResult:
+        """The rest of a :meth:`begin`: the response, the resolution row, the fill to the gate;
+        the in-flight count comes back down whatever happened.
+
+        Raises:
+            Exception: whatever :meth:`dispatch` raised.
+
+        Cancellation: as :meth:`dispatch`.
+        """
+        ticket = started.order.ticket
+        try:
+            result = await self._dispatch_started(started)
+            if ticket is not None:
+                ticket.filled(result.fill_count)
         finally:
-            ticket.finished()
+            if ticket is not None:
+                ticket.finished()
         return result
 
     async def dispatch(self, request: FireRequest, stamps: FireStamps) -> DispatchResult:
@@ -219,11 +257,12 @@ class OrderDispatcher:
         shielded, for at most ``RESOLUTION_TIMEOUT_S``; then ``Cancelled`` propagates. Cut while
         reconciling, the row stays ``error`` (outcome unknown) for the next start-up.
         """
-        prepared = self.prepare(request)
-        requested_at_ms = wall_ms()
-        self.sink.record_pending(self._row(prepared, OrderRowKind.PENDING, requested_at_ms))
+        return await self._dispatch_started(self.begin(Order(request), stamps))
+
+    async def _dispatch_started(self, started: StartedOrder) -> DispatchResult:
+        stamps = started.stamps
         try:
-            result, row = await self._send_and_resolve(prepared, stamps, requested_at_ms)
+            result, row = await self._send_and_resolve(started)
         except ExchangeError as error:
             if self.reconciler is None or not _outcome_unknown(error, stamps.order):
                 raise
@@ -238,15 +277,18 @@ class OrderDispatcher:
             self.reconciler.follow(row)
         return result
 
-    async def _send_and_resolve(
-        self, prepared: PreparedOrder, stamps: FireStamps, requested_at_ms: int
-    ) -> tuple[DispatchResult, OrderRow]:
+    async def _send_and_resolve(self, started: StartedOrder) -> tuple[DispatchResult, OrderRow]:
         """Send, then queue the resolution row whatever happened; the result and that row."""
+        prepared, stamps = started.prepared, started.stamps
         response: dict[str, Any] = {}
         status = OrderStatus.ERROR
         error_message: str | None = None
         try:
-            response = await self._build_and_send(prepared, stamps)
+            if started.failure is not None:
+                raise started.failure
+            response = await self.client.place_order(
+                started.body, stamps.order, dry_run=False, started=started.in_flight
+            )
             stamps.engine_ts_ms = engine_ts_ms(response)
             status = order_status(response, self.policy.time_in_force)
         except trio.Cancelled:
@@ -258,10 +300,11 @@ class OrderDispatcher:
                 error_message = OUTCOME_UNKNOWN_PREFIX + error_message
             raise
         finally:
-            row = self._row(
+            row = order_row(
                 prepared,
+                self.policy,
                 OrderRowKind.RESOLUTION,
-                requested_at_ms,
+                started.requested_at_ms,
                 status=status,
                 error_message=error_message,
                 response=response,
@@ -274,14 +317,19 @@ class OrderDispatcher:
         fill_count = parse_fill_count(order_payload(response).get("fill_count"))
         return DispatchResult(status, fill_count), row
 
-    async def _build_and_send(self, prepared: PreparedOrder, stamps: FireStamps) -> dict[str, Any]:
+    def _build_and_start(
+        self, prepared: PreparedOrder, stamps: FireStamps
+    ) -> tuple[bytes, OrderInFlight | None]:
         # Build to send: stamps and clocks only, no telemetry, no logging, no file system
-        # (tests/exchange/test_order_path.py reads this function's syntax tree).
+        # (tests/exchange/test_order_path.py reads this function's syntax tree). The request is
+        # written here when the transport can do it without waiting; else the task sends it.
         stamps.build_start_ns = stamp_ns()
         body = order_body(self._spec(prepared))
         stamps.build_end_ns = stamp_ns()
         stamps.submitted_at_ms = wall_ms()
-        return await self.client.place_order(body, stamps.order, dry_run=False)
+        if self._send_now is None:
+            return body, None
+        return body, self._send_now(body, stamps.order)
 
     def _spec(self, prepared: PreparedOrder) -> OrderSpec:
         request = prepared.request
@@ -300,77 +348,13 @@ class OrderDispatcher:
 
     def rejected_row(self, request: FireRequest, reason: str) -> OrderRow:
         """The ``rejected`` row of a real fire refused before dispatch (DISPATCH.md §4 step 8)."""
-        template = request.template
-        return OrderRow(
-            kind=OrderRowKind.REJECTED,
-            correlation_id=order_correlation_id(request.correlation_id),
-            client_order_id=uuid.uuid4().hex,
-            kalshi_order_id=None,
-            ticker=template.market_ticker,
-            correlation_group=request.correlation_group or None,
-            outcome_side=template.outcome,
-            count=f"{request.count}.00",
-            price_dollars=request.price,
-            time_in_force=self.policy.time_in_force,
-            self_trade_prevention_type=self.policy.self_trade_prevention_type,
-            post_only=None,
-            status=OrderStatus.REJECTED,
-            error_message=reason,
-            fill_count=None,
-            remaining_count=None,
-            average_fill_price=None,
-            average_fee_paid=None,
-            requested_at_ms=wall_ms(),
-            submitted_at_ms=None,
-            acknowledged_at_ms=None,
-        )
+        return rejected_row(request, self.policy, reason)
 
     async def record_rejected(self, request: FireRequest, reason: str) -> None:
         """Queue the ``rejected`` row (undroppable; shielded and bounded like the resolution)."""
         row = self.rejected_row(request, reason)
         with trio.move_on_after(RESOLUTION_TIMEOUT_S, shield=True):
             await self.sink.record_order(row, timeout_s=RESOLUTION_TIMEOUT_S)
-
-    def _row(
-        self,
-        prepared: PreparedOrder,
-        kind: OrderRowKind,
-        requested_at_ms: int,
-        *,
-        status: OrderStatus = OrderStatus.PENDING,
-        error_message: str | None = None,
-        response: dict[str, Any] | None = None,
-        submitted_at_ms: int | None = None,
-        acknowledged_at_ms: int | None = None,
-    ) -> OrderRow:
-        request = prepared.request
-        payload = order_payload(response or {})
-        fills = [verbatim_fill(payload.get(column)) for column in FILL_COLUMNS]
-        order_id = payload.get("order_id")
-        return OrderRow(
-            kind=kind,
-            correlation_id=prepared.correlation_id,
-            client_order_id=prepared.client_order_id,
-            kalshi_order_id=None if order_id is None else str(order_id),
-            ticker=request.template.market_ticker,
-            correlation_group=request.correlation_group or None,
-            outcome_side=request.template.outcome,
-            count=f"{request.count}.00",
-            price_dollars=request.price,
-            time_in_force=self.policy.time_in_force,
-            self_trade_prevention_type=self.policy.self_trade_prevention_type,
-            post_only=int(self.policy.time_in_force == GOOD_TILL_CANCELED),
-            status=status,
-            error_message=error_message,
-            fill_count=fills[0],
-            remaining_count=fills[1],
-            average_fill_price=fills[2],
-            average_fee_paid=fills[3],
-            requested_at_ms=requested_at_ms,
-            submitted_at_ms=submitted_at_ms,
-            acknowledged_at_ms=acknowledged_at_ms,
-        )
-
 
 def _error_text(error: BaseException) -> str:
     return str(error) or type(error).__name__
@@ -379,3 +363,20 @@ def _error_text(error: BaseException) -> str:
 def _outcome_unknown(error: ExchangeError, stamps: OrderStamps) -> bool:
     """Whether a failed order may have been placed (any attempt), so only the exchange knows."""
     return error.maybe_placed or stamps.maybe_placed
+
+
+__all__ = [
+    "CANCELLED_AT_SHUTDOWN",
+    "FILL_COLUMNS",
+    "RESOLUTION_TIMEOUT_S",
+    "DispatchResult",
+    "OrderDispatcher",
+    "OrderPlacer",
+    "OrderPolicy",
+    "OrderSink",
+    "OrderStarter",
+    "PreparedOrder",
+    "StartedOrder",
+    "order_correlation_id",
+    "order_status",
+]

@@ -74,6 +74,14 @@ class FireStamps:
     resolution: OrderRow | None = None
     engine_ts_ms: int | None = None
     """The order response's ``ts_ms`` (the matching engine's clock), when it had one."""
+    read_ns: int | None = None
+    """The connection loop's stamp once the wake's bytes were read (its ``wake_recv`` start)."""
+    acked_ns: int | None = None
+    """When the wake's ack had been handed to the kernel (its ``wake_recv`` end)."""
+    fire_ns: int | None = None
+    """When the fire path took the wake (after the hand-off from the connection loop)."""
+    decided_ns: int | None = None
+    """When the decision (checks, sizing, kill switch, risk gate) had answered."""
 
 
 def engine_ts_ms(response: dict[str, Any]) -> int | None:
@@ -93,6 +101,50 @@ class PerfToWall:
     def wall_ms(self, perf_ns: int) -> int:
         """The wall-clock millisecond at which ``perf_ns`` was read."""
         return (perf_ns + self.offset_ns) // 1_000_000
+
+
+PATH_STAMPS: Final = (
+    "read",
+    "acked",
+    "fire",
+    "decided",
+    "build",
+    "built",
+    "sign",
+    "signed",
+    "sent",
+    "wire",
+)
+"""The stamps of a real fire's path to the wire, in path order (``detect_wire``'s ``path_us``):
+the wake read, its ack out, the fire path taking it, the decision made, the body's build begun and
+done, the signature asked for and had, the request made (``sent``) and written (``wire``)."""
+
+
+def path_us(message: WakeMessage, stamps: FireStamps) -> dict[str, float]:
+    """Each reached stamp of :data:`PATH_STAMPS`, in µs after ``message.recv_ns`` (0.1 µs)."""
+    order = stamps.order
+    values = (
+        stamps.read_ns,
+        stamps.acked_ns,
+        stamps.fire_ns,
+        stamps.decided_ns,
+        stamps.build_start_ns,
+        stamps.build_end_ns,
+        order.sign_start_ns,
+        order.sign_end_ns,
+        order.sent_ns,
+        order.wire_ns,
+    )
+    origin = message.recv_ns
+    return {
+        name: round((value - origin) / 1000, 1)
+        for name, value in zip(PATH_STAMPS, values, strict=True)
+        if value is not None
+    }
+
+
+def _detect_wire_metadata(message: WakeMessage, stamps: FireStamps) -> str:
+    return orjson.dumps({"dry_run": message.dry_run, "path_us": path_us(message, stamps)}).decode()
 
 
 def stage_rows(
@@ -121,8 +173,9 @@ def stage_rows(
     if message.is_clock_comparable_to(local_clock_domain):
         spans.append((Stage.DETECT_FIRE, message.recv_ns, order.sent_ns, metadata))
     spans.append((Stage.DISPATCH_WIRE, order.sent_ns, order.wire_ns, metadata))
-    if message.is_clock_comparable_to(local_clock_domain):
-        spans.append((Stage.DETECT_WIRE, message.recv_ns, order.wire_ns, metadata))
+    if order.wire_ns is not None and message.is_clock_comparable_to(local_clock_domain):
+        wire_metadata = _detect_wire_metadata(message, stamps)
+        spans.append((Stage.DETECT_WIRE, message.recv_ns, order.wire_ns, wire_metadata))
     rows = [
         LatencyRow(
             correlation_id,

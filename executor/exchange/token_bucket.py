@@ -64,11 +64,21 @@ class TokenBucket:
         self._updated = now
         return self._tokens
 
-    async def acquire(self, tokens: float) -> None:
-        """Take ``tokens``, waiting in line behind earlier orders until they have accrued."""
+    def try_acquire(self, tokens: float) -> bool:
+        """Take ``tokens`` now if no order waits and they are there; False (nothing taken) if not.
+
+        Raises:
+            ValueError: more tokens than the bucket holds, or none.
+        """
         self._check(tokens)
         if not self._lock.locked() and self.available() >= tokens:
             self._tokens -= tokens
+            return True
+        return False
+
+    async def acquire(self, tokens: float) -> None:
+        """Take ``tokens``, waiting in line behind earlier orders until they have accrued."""
+        if self.try_acquire(tokens):
             return
         try:
             async with self._lock:

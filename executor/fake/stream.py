@@ -237,7 +237,7 @@ class _Session:
                     await self._read()
                     nursery.cancel_scope.cancel()
             except* (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass  # the client went away (the nursery wraps it in a group)
+                pass  # the client went away (the nursery wraps it, from whichever task saw it)
 
     async def _send(self, event: Event) -> None:
         async with self._lock:

@@ -42,7 +42,9 @@ from executor.decide.risk import RiskGate
 from executor.decide.risk_limits import DAY_MS
 from executor.exchange.account import (
     HEARTBEAT_INTERVAL_S,
+    HEARTBEAT_PROCESS,
     AccountState,
+    heartbeat_process_for,
     serve_account,
     serve_heartbeats,
 )
@@ -86,6 +88,7 @@ class OrderPathFactory:
         kill_switch: KillSwitch | None,
         signer: KalshiSigner | None = None,
         announce: Callable[[str], None] | None = None,
+        socket_path: Path | None = None,
     ) -> None:
         self.settings = settings
         self.telemetry_db = telemetry_db
@@ -95,6 +98,10 @@ class OrderPathFactory:
         self.heartbeat_interval_s = HEARTBEAT_INTERVAL_S
         """Seconds between heartbeat rows (a test shortens it: a heartbeat that is written is
         what ends an audit-trail outage)."""
+        self.heartbeat_process = (
+            HEARTBEAT_PROCESS if socket_path is None else heartbeat_process_for(socket_path)
+        )
+        """The heartbeat row's ``process``: the instance, named by its socket."""
         self._side: ExchangeSide | None = None
 
     @asynccontextmanager
@@ -120,6 +127,7 @@ class OrderPathFactory:
             announce=self.announce,
             side=self._side,
             heartbeat_interval_s=self.heartbeat_interval_s,
+            heartbeat_process=self.heartbeat_process,
         )
 
 
@@ -130,14 +138,17 @@ def order_path_factory(
     kill_switch: KillSwitch | None,
     signer: KalshiSigner | None = None,
     announce: Callable[[str], None] | None = None,
+    socket_path: Path | None = None,
 ) -> OrderPathFactory:
-    """The server's factory for ``settings`` (mode fake or real)."""
+    """The server's factory for ``settings`` (mode fake or real), its heartbeats named by
+    ``socket_path``."""
     return OrderPathFactory(
         settings,
         telemetry_db=telemetry_db,
         kill_switch=kill_switch,
         signer=signer,
         announce=announce,
+        socket_path=socket_path,
     )
 
 
@@ -152,6 +163,7 @@ async def open_order_path(
     announce: Callable[[str], None] | None = None,
     side: ExchangeSide | None = None,
     heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
+    heartbeat_process: str = HEARTBEAT_PROCESS,
 ) -> AsyncIterator[FirePath]:
     """Start everything real fires need and yield the fire path; take it down in order on exit.
 
@@ -181,8 +193,9 @@ async def open_order_path(
         stream = StreamedOrders(reconciler, telemetry) if settings.exchange.stream else None
         reconciler.feed = stream
         await record_run_group(side.group, side.endpoint.base_url, telemetry_db)
+        writer = client.rest
         guard = book_guard(
-            settings.exchange, client, reconciler, telemetry, side.group, kill_switch, telemetry
+            settings.exchange, writer, reconciler, telemetry, side.group, kill_switch, telemetry
         )
         fire_path = _fire_path(
             settings, telemetry, kill_switch, client, risk, reconciler, guard, stream
@@ -208,6 +221,7 @@ async def open_order_path(
                             lambda: telemetry.statistics().queued,
                             lambda: _dropped_rows(telemetry),
                             interval_s=heartbeat_interval_s,
+                            process=heartbeat_process,
                         )
                     )
                     if stream is not None and orders.stream_state is not None:

@@ -67,9 +67,10 @@ async def engage_on_exchange(
         try:
             async with open_exchange(endpoint, prewarm=False, order_connections=1) as client:
                 client.use_limits(await fetch_api_limits(client))
-                report = await cancel_resting(client, resting, collected, reason=why)
+                writer = client.rest
+                report = await cancel_resting(writer, resting, collected, reason=why)
                 if recorded is not None:
-                    group = OrderGroup(client, recorded.order_group_id, recorded.contracts_limit)
+                    group = OrderGroup(writer, recorded.order_group_id, recorded.contracts_limit)
                     triggered = await group.trigger(why)
         except (ExchangeError, ValueError) as error:
             return _fail(f"the exchange cannot be reached: {error}")

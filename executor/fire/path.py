@@ -5,8 +5,10 @@ Deciding, then executing. Per accepted message the fire path asks the decision l
 switch, the risk gate and the production guard, in DISPATCH.md §1's order) and gets one value
 back: a refusal, which it counts and logs (and, when the refusal carries a request, hands to the
 dispatcher for its ``rejected`` row), or an order, which it counts as ``fired`` and hands down to
-the exchange layer: a real order in one call to ``OrderDispatcher.execute`` (which also keeps the
-risk gate's books through the order's ticket), a shadow order built by the dispatcher and offered
+the exchange layer: a real order in two calls, ``OrderDispatcher.begin`` where the wake was acked
+(in the connection's task: the decision, the risk gate's books, the ``pending`` row and, when
+nothing would wait, the request written) and ``OrderDispatcher.complete`` in a task of the fire's
+own (:meth:`FirePath.start` returns that rest), a shadow order built by the dispatcher and offered
 to the shadow lane. Nothing is handed back up to the decision. It records the stage rows, whatever
 happened.
 
@@ -43,12 +45,13 @@ server's ``fires_cancelled`` are subsets of ``fired``.
 from __future__ import annotations
 
 import dataclasses
-import enum
+import functools
 from collections.abc import Awaitable, Callable
-from typing import Final, Protocol
+from typing import Final
 
 import structlog
 
+from executor.clock import stamp_ns
 from executor.decide.decision import (
     AuditTrail,
     Decider,
@@ -62,11 +65,12 @@ from executor.decide.order_request import FireRequest, OrderTemplate, Side
 from executor.decide.risk import RiskGate
 from executor.decide.sizing import SizingConfig
 from executor.exchange.account import AccountState
-from executor.exchange.dispatcher import OrderDispatcher, OrderSink
+from executor.exchange.dispatcher import OrderDispatcher, OrderSink, StartedOrder
 from executor.exchange.shadow_lane import ShadowJob, ShadowLane
 from executor.exchange.stages import FireStamps, PerfToWall, log_resolution, stage_rows
 from executor.exchange.stream import StreamState
 from executor.exchange.stream_orders import StreamedOrders
+from executor.fire.outcomes import BookCounters, FireCounters, FireOutcome, book_counts
 from executor.logs import RateLimitedWarning
 from executor.recording.rows import row_fields
 from executor.wire.protocol import WakeMessage
@@ -75,6 +79,9 @@ log = structlog.get_logger()
 
 DEFAULT_CONTRACT_COUNT: Final = 1
 """Contracts per order when the configuration says nothing: the smallest order the market takes."""
+
+Arrival = tuple[int, int]
+"""``(read_ns, acked_ns)``: when the connection loop had read the wake and handed its ack over."""
 
 Dispatcher = Callable[[FireRequest], Awaitable[None]]
 """Places the order a request describes (no-exchange mode). Exceptions reach ``fire``'s caller."""
@@ -87,59 +94,8 @@ async def no_network_dispatcher(request: FireRequest) -> None:
     """
 
 
-class FireOutcome(enum.Enum):
-    """How one fire ended."""
-
-    FIRED = "fired"
-    REFUSED_PRICE = "refused_price"
-    REFUSED_KILL_SWITCH = "refused_kill_switch"
-    REFUSED_VOLUME = "refused_volume"
-    REFUSED_RISK = "refused_risk"
-    REFUSED_PERMISSION = "refused_permission"
-    REFUSED_AUDIT = "refused_audit"
-    DISPATCH_ERROR = "dispatch_error"
-    SHADOW_SKIPPED = "shadow_skipped"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class FireCounters:
-    """Outcomes of the fires a ``FirePath`` has handled (DISPATCH.md §1 defines each)."""
-
-    fired: int
-    refused_price: int
-    refused_kill_switch: int
-    refused_volume: int = 0
-    refused_risk: int = 0
-    refused_permission: int = 0
-    dispatch_errors: int = 0
-    shadow_skipped: int = 0
-    reconciled: int = 0
-    """Orders of unknown outcome the exchange had (their rows corrected; start-up's included)."""
-    reconcile_failed: int = 0
-    """Orders of unknown outcome the exchange did not have, or could not be asked about."""
-    presigned: int = 0
-    signed_inline: int = 0
-    refused_audit: int = 0
-    stream_connected: int = 0
-    """1 while the exchange's stream is connected and reconciled (trusted), else 0."""
-    stream_reconnects: int = 0
-    stream_fill_messages: int = 0
-    stream_order_messages: int = 0
-    stream_fills_applied: int = 0
-    """Maker fills the stream brought to a row and the risk gate."""
-    stream_orders_applied: int = 0
-    """``user_order`` totals the stream brought to a row."""
-    cancels_sent: int = 0
-    """Resting orders named in batch cancels (kill switch engage, shutdown)."""
-    cancels_failed: int = 0
-    """Of those, the ones the exchange did not cancel (or a batch that failed)."""
-    order_group_triggered: int = 0
-    """1 while this executor has its order group triggered, else 0."""
-    write_token_waits: int = 0
-    """Times a write (an order, a cancel, a group call) waited for rate-limit tokens."""
-    read_token_waits: int = 0
-    """Times a read (the poll, a lookup) waited for rate-limit tokens."""
-
+FireRest = Callable[[], Awaitable[FireOutcome]]
+"""What :meth:`FirePath.start` leaves of a fire: awaited in the fire's own task."""
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class OrderPath:
@@ -179,16 +135,6 @@ class OrderPath:
         return OrderRules(
             self.sizing, self.account, self.risk, self.dispatcher.policy.permission, self.audit
         )
-
-
-class BookCounters(Protocol):
-    """The book guard's counters (``executor.fire.book_guard.BookGuard``)."""
-
-    cancels_sent: int
-    cancels_failed: int
-
-    @property
-    def group_triggered(self) -> bool: ...
 
 
 # Per-fire refusals are rate-limited per kind: a hostile or broken poller must not flood the log.
@@ -255,15 +201,7 @@ class FirePath:
                 stream_fills_applied=stream.fills_applied,
                 stream_orders_applied=stream.orders_applied,
             )
-        limits = getattr(client, "limits", None)
-        if limits is not None:
-            counts["write_token_waits"] = limits.write.waits
-            counts["read_token_waits"] = limits.read.waits
-        book = None if self.orders is None else self.orders.book
-        if book is not None:
-            counts["cancels_sent"] = book.cancels_sent
-            counts["cancels_failed"] = book.cancels_failed
-            counts["order_group_triggered"] = int(book.group_triggered)
+        counts.update(book_counts(client, None if self.orders is None else self.orders.book))
         return FireCounters(**counts)
 
     def fire_now(self, message: WakeMessage) -> FireOutcome | None:
@@ -292,8 +230,55 @@ class FirePath:
             return FireOutcome.FIRED  # the no-network dispatcher would return at once
         return self._fire_shadow(message, decision, orders)
 
-    async def fire(self, message: WakeMessage) -> FireOutcome:
-        """Run one accepted wake through the fire path (DISPATCH.md §1).
+    def start(self, message: WakeMessage, arrival: Arrival | None = None) -> FireOutcome | FireRest:
+        """Do everything of this fire that needs no waiting, now; the rest, if any, to await.
+
+        A fire :meth:`fire_now` finishes ends here (its outcome). A real order is decided here
+        and, when the transport can without waiting, written here: the risk gate's books, the
+        ``pending`` row and the request all happen before this returns, and what is left (the
+        response, its rows) is the returned coroutine function, for the caller to run in a task
+        of its own. A refusal with a ``rejected`` row to queue, or a custom dispatcher, is left
+        whole to that coroutine function.
+
+        Args:
+            message: the acked wake.
+            arrival: ``(read_ns, acked_ns)`` from the connection loop, for the path's stamps.
+
+        Cancellation: never checkpoints.
+        """
+        if not self._needs_task(message):
+            outcome = self.fire_now(message)
+            assert outcome is not None  # fire_now finishes every fire that needs no task
+            return outcome
+        orders = self.orders
+        if orders is None:
+            price_refusal = self._decider.price_refusal(message)
+            if price_refusal is not None:
+                return self._refused(message, price_refusal)
+            return functools.partial(self._fire_custom, message)
+        stamps = FireStamps()
+        stamps.fire_ns = stamp_ns()
+        if arrival is not None:
+            stamps.read_ns, stamps.acked_ns = arrival
+        decision = self._decider.decide(message)
+        stamps.decided_ns = stamp_ns()
+        if isinstance(decision, Refusal):
+            outcome = self._refused(message, decision)
+            if decision.request is None:
+                return outcome
+            if decision.kind is RefusalKind.AUDIT:
+                # The row cannot be written: the log holds it instead, every one of them.
+                row = orders.dispatcher.rejected_row(decision.request, decision.reason)
+                log.error("real fire refused: audit trail unavailable", row=row_fields(row))
+                return outcome
+            return functools.partial(self._record_rejected, decision, outcome, orders)
+        self._counts["fired"] += 1
+        started = orders.dispatcher.begin(decision, stamps)
+        return functools.partial(self._fire_real, message, started, orders)
+
+    async def fire(self, message: WakeMessage, arrival: Arrival | None = None) -> FireOutcome:
+        """Run one accepted wake through the fire path (DISPATCH.md §1): :meth:`start`, then
+        the rest it leaves, awaited here.
 
         ``fired`` is counted before the dispatch is awaited, so a dispatch that raises or is
         cancelled has still been counted as fired.
@@ -306,28 +291,26 @@ class FirePath:
         row, which is shielded and bounded; a cancelled real dispatch still writes its
         resolution and stage rows, then ``Cancelled`` propagates.
         """
-        if not self._needs_task(message):
-            outcome = self.fire_now(message)
-            assert outcome is not None  # fire_now finishes every fire that needs no task
-            return outcome
+        started = self.start(message, arrival)
+        if isinstance(started, FireOutcome):
+            return started
+        return await started()
+
+    async def _fire_custom(self, message: WakeMessage) -> FireOutcome:
+        """A fire without an exchange whose dispatcher is not the default one."""
         decision = self._decider.decide(message)
-        orders = self.orders
         if isinstance(decision, Refusal):
-            outcome = self._refused(message, decision)
-            if decision.request is not None:
-                assert orders is not None  # only a decision with an exchange writes a row
-                if decision.kind is RefusalKind.AUDIT:
-                    # The row cannot be written: the log holds it instead, every one of them.
-                    row = orders.dispatcher.rejected_row(decision.request, decision.reason)
-                    log.error("real fire refused: audit trail unavailable", row=row_fields(row))
-                else:
-                    await orders.dispatcher.record_rejected(decision.request, decision.reason)
-            return outcome
+            return self._refused(message, decision)
         self._counts["fired"] += 1
-        if orders is None:
-            await self._dispatcher(decision.request)
-            return FireOutcome.FIRED
-        return await self._fire_real(message, decision, orders)
+        await self._dispatcher(decision.request)
+        return FireOutcome.FIRED
+
+    async def _record_rejected(
+        self, refusal: Refusal, outcome: FireOutcome, orders: OrderPath
+    ) -> FireOutcome:
+        assert refusal.request is not None
+        await orders.dispatcher.record_rejected(refusal.request, refusal.reason)
+        return outcome
 
     def _needs_task(self, message: WakeMessage) -> bool:
         """Whether the fire may await: a real order with an exchange, or a custom dispatcher."""
@@ -350,11 +333,11 @@ class FirePath:
         return FireOutcome.SHADOW_SKIPPED
 
     async def _fire_real(
-        self, message: WakeMessage, order: Order, orders: OrderPath
+        self, message: WakeMessage, started: StartedOrder, orders: OrderPath
     ) -> FireOutcome:
-        stamps = FireStamps()
+        stamps = started.stamps
         try:
-            await orders.dispatcher.execute(order, stamps)
+            await orders.dispatcher.complete(started)
         except Exception as error:
             self._counts["dispatch_errors"] += 1
             log.error(

@@ -68,7 +68,7 @@ async def test_three_resting_orders_are_cancelled_and_their_rows_say_canceled(
     async with transport(fake_exchange, fake_credentials) as client:
         rows = [await rest(client, name) for name in "abc"]
         sink = CollectedRows()
-        report = await cancel_resting(client, rows, sink, reason="kill switch engaged: test")
+        report = await cancel_resting(client.rest, rows, sink, reason="kill switch engaged: test")
     assert (report.sent, report.canceled, report.failed) == (3, 3, 0)
     assert batch_cancels(fake_exchange) == 1
     assert {order.status for order in fake_exchange.book.values()} == {"canceled"}
@@ -87,7 +87,7 @@ async def test_an_unseen_partial_fill_is_taken_from_the_exchange(
         row = await rest(client, "p")
         fake_exchange.fill_resting(row.client_order_id, "1")
         sink = CollectedRows()
-        await cancel_resting(client, [row], sink, reason="r")
+        await cancel_resting(client.rest, [row], sink, reason="r")
     (written,) = sink.rows
     assert (written.status, written.fill_count, written.remaining_count) == (
         OrderStatus.FILLED,
@@ -109,7 +109,7 @@ async def test_an_order_the_exchange_does_not_cancel_keeps_its_row(
         unnamed = accepted_row("u" * 32, None)
         sink = CollectedRows()
         with capture_logs():
-            report = await cancel_resting(client, [gone, live, unnamed], sink, reason="r")
+            report = await cancel_resting(client.rest, [gone, live, unnamed], sink, reason="r")
     assert (report.sent, report.canceled, report.failed, report.unnamed) == (2, 1, 1, 1)
     assert [row.client_order_id for row in sink.rows] == [live.client_order_id]
 
@@ -124,7 +124,7 @@ async def test_batches_fit_the_write_bucket(
             "tiny", BucketLimit(200, 200), BucketLimit(400, 4), costs={("DELETE", BATCHED): 2}
         )
         client.use_limits(limits)
-        report = await cancel_resting(client, rows, CollectedRows(), reason="r")
+        report = await cancel_resting(client.rest, rows, CollectedRows(), reason="r")
     assert (report.canceled, batch_cancels(fake_exchange)) == (3, 2)
 
 
@@ -146,9 +146,9 @@ async def test_a_triggered_group_refuses_its_orders_until_reset(
     """Created with a limit, an order rests in it; the trigger cancels it and refuses the next
     order (a definite 400, never retried), the reset lets one through again."""
     async with transport(fake_exchange, fake_credentials) as client:
-        group_id = await create_order_group(client, 25)
+        group_id = await create_order_group(client.rest, 25)
         assert fake_exchange.order_groups.groups[group_id].contracts_limit == Decimal(25)
-        group = OrderGroup(client, group_id, 25)
+        group = OrderGroup(client.rest, group_id, 25)
         resting = await rest(client, "r", group_id)
         assert await group.trigger("test") and group.triggered
         assert fake_exchange.book[resting.client_order_id].status == "canceled"
@@ -169,7 +169,7 @@ async def test_a_group_the_exchange_does_not_know_is_a_counted_failure_not_an_ex
     """A trigger the exchange refuses (404) returns False, is counted and logged at ERROR, and
     leaves the group as not triggered (the guard asks again)."""
     async with transport(fake_exchange, fake_credentials) as client:
-        group = OrderGroup(client, "no-such-group", 5)
+        group = OrderGroup(client.rest, "no-such-group", 5)
         with capture_logs() as logs:
             assert not await group.trigger("test")
     assert (group.triggered, group.failures) == (False, 1)

@@ -407,10 +407,10 @@ def test_the_command_refuses_a_negative_or_malformed_balance(
     assert "--balance-cents" in error and "0 or more" in error
 
 
-def test_the_old_command_name_still_runs_the_fake() -> None:
-    """``python -m executor.fake_exchange --help`` exits 0 with the fake's own usage."""
+def test_the_command_prints_its_usage() -> None:
+    """``python -m executor.fake --help`` (its one name) exits 0 with the fake's own usage."""
     result = subprocess.run(
-        [sys.executable, "-m", "executor.fake_exchange", "--help"],
+        [sys.executable, "-m", "executor.fake", "--help"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -7,7 +7,9 @@ checked independently of the code it serves.
 
 from __future__ import annotations
 
+import socket
 import ssl
+import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,17 +18,17 @@ import orjson
 import pytest
 import trio
 import trio.testing
+from structlog.testing import capture_logs
 from trio_websocket import (
     ConnectionClosed,
     ConnectionRejected,
     WebSocketConnection,
     wrap_client_stream,
 )
-from wsproto import ConnectionType, WSConnection
 
 from executor.clock import wall_ms
 from executor.fake.exchange import STREAM_PATH, FakeCredentials, FakeExchange
-from executor.fake.stream import HEARTBEAT, StreamHub, _Session
+from executor.fake.stream import HEARTBEAT
 from executor.signer import KalshiSigner
 from tests.support.asyncapi import (
     validate_command,
@@ -368,27 +370,31 @@ def test_the_validator_refuses_what_the_published_api_does_not_allow() -> None:
     with pytest.raises(pytest.fail.Exception):
         validate_control_frame("outgoingPing", b"")
 
-class ResetStream(trio.abc.Stream):
-    """A client connection the peer resets on the first read."""
 
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        """Takes whatever is sent."""
-
-    async def wait_send_all_might_not_block(self) -> None:
-        """Never blocks."""
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        """Reset by peer."""
-        raise trio.BrokenResourceError("socket connection broken: [Errno 104] reset by peer")
-
-    async def aclose(self) -> None:
-        """Nothing to close."""
-
-
-async def test_a_stream_client_that_resets_its_connection_ends_its_session_quietly() -> None:
-    """A reset while the session reads ends the session (the client went away) instead of
-    escaping as an exception group, which the fake logged as a failed connection with a
-    traceback whenever an executor's stream dropped at shutdown."""
-    session = _Session(StreamHub(), ResetStream(), WSConnection(ConnectionType.SERVER))
-    with trio.fail_after(5):
-        await session.run()
+async def test_a_client_that_resets_its_connection_ends_the_session_quietly(
+    fake_exchange: FakeExchange, fake_credentials: FakeCredentials
+) -> None:
+    """A subscriber whose TCP connection is reset mid-session (SO_LINGER 0) ends its session as a
+    client going away: no ``connection failed`` error with a traceback, the fake serving on."""
+    context = ssl.create_default_context(cafile=str(fake_credentials.ca_file))
+    host, _, port = fake_exchange.base_url.removeprefix("https://").partition(":")
+    with capture_logs() as logs, trio.fail_after(WAIT_S):
+        tcp = await trio.open_tcp_stream(host, int(port))
+        stream = trio.SSLStream(tcp, context, server_hostname=host, https_compatible=True)
+        async with trio.open_nursery() as reader:
+            extra = [
+                (name.encode(), value.encode()) for name, value in signed_headers(fake_credentials)
+            ]
+            ws = await wrap_client_stream(
+                reader, stream, f"{host}:{port}", STREAM_PATH, extra_headers=extra
+            )
+            await subscribe(ws, "fill")
+            tcp.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            tcp.socket.close()  # a reset, not a close frame nor a FIN
+            reader.cancel_scope.cancel()
+        while fake_exchange.stream.sessions:
+            await fake_exchange.stream.wait_changed()
+    failed = [entry for entry in logs if entry["event"] == "fake exchange: connection failed"]
+    assert failed == []
+    async with session(fake_exchange, fake_credentials) as again:
+        assert (await subscribe(again, "fill")).keys() == {"fill"}

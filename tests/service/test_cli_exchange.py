@@ -84,7 +84,7 @@ def test_fake_exchange_serve_writes_orders_and_stage_rows(
     assert sorted(stage for cid, stage in stages if cid == "sub-shadow") == sorted(
         ["order_build", "sign", "dispatch_send", "detect_fire"]
     )
-    assert beats == [("executor",)]
+    assert beats == [(f"executor:{socket_path}",)]  # the instance: its socket
 
 
 def test_no_exchange_serve_sends_nothing_and_says_so(spawner: Spawner, short_dir: Path) -> None:

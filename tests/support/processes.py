@@ -108,11 +108,20 @@ def executor_command(*args: str | os.PathLike[str]) -> list[str]:
 class Executor:
     """One ``executor serve`` process whose stderr goes to a file (no pipe can fill up)."""
 
-    def __init__(self, directory: Path, *args: str | os.PathLike[str], name: str) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *args: str | os.PathLike[str],
+        name: str,
+        command: list[str] | None = None,
+    ) -> None:
         self.stderr_path = directory / f"{name}.stderr"
         with self.stderr_path.open("wb") as stderr:
             self.process = subprocess.Popen(
-                executor_command(*args), stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr
+                executor_command(*args) if command is None else command,
+                stdin=subprocess.DEVNULL,
+                stdout=stderr,
+                stderr=stderr,
             )
 
     @property
@@ -157,6 +166,12 @@ class Spawner:
     def start(self, *args: str | os.PathLike[str]) -> Executor:
         """Run ``executor ARGS`` without waiting for anything."""
         executor = Executor(self.directory, *args, name=f"p{len(self.started)}")
+        self.started.append(executor)
+        return executor
+
+    def start_command(self, command: list[str]) -> Executor:
+        """Run ``command``, an executor started some other way (e.g. as another user)."""
+        executor = Executor(self.directory, name=f"p{len(self.started)}", command=command)
         self.started.append(executor)
         return executor
 

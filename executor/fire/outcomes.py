@@ -1,0 +1,87 @@
+"""How fires end and how many ended each way: the fire path's outcome and counters (DISPATCH.md
+§1 defines each counter; ``executor.fire.path`` counts them)."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Protocol
+
+
+class FireOutcome(enum.Enum):
+    """How one fire ended."""
+
+    FIRED = "fired"
+    REFUSED_PRICE = "refused_price"
+    REFUSED_KILL_SWITCH = "refused_kill_switch"
+    REFUSED_VOLUME = "refused_volume"
+    REFUSED_RISK = "refused_risk"
+    REFUSED_PERMISSION = "refused_permission"
+    REFUSED_AUDIT = "refused_audit"
+    DISPATCH_ERROR = "dispatch_error"
+    SHADOW_SKIPPED = "shadow_skipped"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FireCounters:
+    """Outcomes of the fires a ``FirePath`` has handled (DISPATCH.md §1 defines each)."""
+
+    fired: int
+    refused_price: int
+    refused_kill_switch: int
+    refused_volume: int = 0
+    refused_risk: int = 0
+    refused_permission: int = 0
+    dispatch_errors: int = 0
+    shadow_skipped: int = 0
+    reconciled: int = 0
+    """Orders of unknown outcome the exchange had (their rows corrected; start-up's included)."""
+    reconcile_failed: int = 0
+    """Orders of unknown outcome the exchange did not have, or could not be asked about."""
+    presigned: int = 0
+    signed_inline: int = 0
+    refused_audit: int = 0
+    stream_connected: int = 0
+    """1 while the exchange's stream is connected and reconciled (trusted), else 0."""
+    stream_reconnects: int = 0
+    stream_fill_messages: int = 0
+    stream_order_messages: int = 0
+    stream_fills_applied: int = 0
+    """Maker fills the stream brought to a row and the risk gate."""
+    stream_orders_applied: int = 0
+    """``user_order`` totals the stream brought to a row."""
+    cancels_sent: int = 0
+    """Resting orders named in batch cancels (kill switch engage, shutdown)."""
+    cancels_failed: int = 0
+    """Of those, the ones the exchange did not cancel (or a batch that failed)."""
+    order_group_triggered: int = 0
+    """1 while this executor has its order group triggered, else 0."""
+    write_token_waits: int = 0
+    """Times a write (an order, a cancel, a group call) waited for rate-limit tokens."""
+    read_token_waits: int = 0
+    """Times a read (the poll, a lookup) waited for rate-limit tokens."""
+
+
+class BookCounters(Protocol):
+    """The book guard's counters (``executor.fire.book_guard.BookGuard``)."""
+
+    cancels_sent: int
+    cancels_failed: int
+
+    @property
+    def group_triggered(self) -> bool: ...
+
+
+def book_counts(client: object, book: BookCounters | None) -> dict[str, int]:
+    """The book's and the rate limits' counters: the book guard's, and the waits of the
+    transport's buckets (``client.rest.limits``) when there is one."""
+    counts: dict[str, int] = {}
+    limits = getattr(getattr(client, "rest", None), "limits", None)
+    if limits is not None:
+        counts["write_token_waits"] = int(limits.write.waits)
+        counts["read_token_waits"] = int(limits.read.waits)
+    if book is not None:
+        counts["cancels_sent"] = book.cancels_sent
+        counts["cancels_failed"] = book.cancels_failed
+        counts["order_group_triggered"] = int(book.group_triggered)
+    return counts
