@@ -3,7 +3,10 @@
 What the exchange decides for a request once it is authenticated: place an order (fill, kill or
 rest; a ``client_order_id`` already used answers 409; ``executor.fake.placing``), read the balance
 and page through positions (``executor.fake.portfolio``) and orders (``executor.fake.orders``), one
-order by its id, the user data timestamp, and fill or cancel a resting order later.
+order by its id, the user data timestamp, fill or cancel a resting order later, cancel a batch of
+orders (V2), keep order groups (``executor.fake.groups``: create, get, trigger, reset; a
+triggered group's resting orders cancelled and its new orders refused) and say what the
+account's rate limits are (``executor.fake.limits``).
 
 The orders endpoints lag like Kalshi's ("a short delay before exchange events are reflected"):
 with :attr:`FakeAccount.listing_lag_s` set, ``GET /portfolio/orders`` and
@@ -18,7 +21,9 @@ Requests are routed by :data:`ROUTES` (``executor.fake.routes``): one line per e
 the account method that answers it. Every change to the book is announced to the callables in
 :attr:`FakeAccount.watchers` as a :class:`BookEvent` (an order placed, a fill, a cancel), so
 anything that must see the book move (a stream of order updates, a test) hooks in there instead
-of into each endpoint.
+of into each endpoint. Order-group changes go to :attr:`FakeAccount.group_watchers` (the groups'
+own list, ``executor.fake.groups.GroupEvent``): a second list, since a group event is about no
+one order.
 
 Every body it answers has the shape of Kalshi's published OpenAPI (vendored in
 ``tests/published/kalshi-openapi/``; a test validates each against it): the order response
@@ -40,6 +45,9 @@ from typing import Any, Final, Literal
 import orjson
 
 from executor.clock import wall_ms
+from executor.fake.book_control import BookControl
+from executor.fake.groups import FakeOrderGroup, GroupEvent, OrderGroups
+from executor.fake.limits import FakeApiLimits
 from executor.fake.orders import (
     BadOrdersQuery,
     BookOrder,
@@ -56,6 +64,10 @@ ORDER_PATH: Final = "/trade-api/v2/portfolio/events/orders"
 BALANCE_PATH: Final = "/trade-api/v2/portfolio/balance"
 POSITIONS_PATH: Final = "/trade-api/v2/portfolio/positions"
 ORDERS_PATH: Final = "/trade-api/v2/portfolio/orders"
+BATCH_CANCEL_PATH: Final = "/trade-api/v2/portfolio/events/orders/batched"
+ORDER_GROUPS_PATH: Final = "/trade-api/v2/portfolio/order_groups"
+LIMITS_PATH: Final = "/trade-api/v2/account/limits"
+ENDPOINT_COSTS_PATH: Final = "/trade-api/v2/account/endpoint_costs"
 ONE_ORDER_PATH: Final = "/trade-api/v2/portfolio/orders/{order_id}"
 USER_DATA_TIMESTAMP_PATH: Final = "/trade-api/v2/exchange/user_data_timestamp"
 # Written out rather than imported from executor.exchange.transport: the fake checks the transport,
@@ -66,6 +78,13 @@ ROUTES: Final = RouteTable(
         Route("GET", BALANCE_PATH, "get_balance"),
         Route("GET", POSITIONS_PATH, "get_positions"),
         Route("GET", ORDERS_PATH, "get_orders"),
+        Route("DELETE", BATCH_CANCEL_PATH, "delete_orders_batched"),
+        Route("POST", f"{ORDER_GROUPS_PATH}/create", "post_order_group", status=201),
+        Route("GET", f"{ORDER_GROUPS_PATH}/{{order_group_id}}", "get_order_group"),
+        Route("PUT", f"{ORDER_GROUPS_PATH}/{{order_group_id}}/trigger", "put_group_trigger"),
+        Route("PUT", f"{ORDER_GROUPS_PATH}/{{order_group_id}}/reset", "put_group_reset"),
+        Route("GET", LIMITS_PATH, "get_account_limits"),
+        Route("GET", ENDPOINT_COSTS_PATH, "get_endpoint_costs"),
         Route("GET", ONE_ORDER_PATH, "get_one_order"),
         Route("GET", USER_DATA_TIMESTAMP_PATH, "get_user_data_timestamp"),
     ]
@@ -115,7 +134,7 @@ def never_fill(order: dict[str, Any]) -> bool:
     return False
 
 
-class FakeAccount(Portfolio):
+class FakeAccount(Portfolio, BookControl):
     """One account: a balance, positions and orders, answering the endpoints of :data:`ROUTES`.
 
     Attributes (besides the portfolio's ``balance_cents``, ``positions`` and ``markets``):
@@ -124,6 +143,8 @@ class FakeAccount(Portfolio):
         book: every placed order as it is now, keyed as ``orders``.
         fill_rule: order JSON -> fill (True) or kill (False) for fill_or_kill / IOC orders.
         watchers: called with every :class:`BookEvent`, in order (a watcher must not raise).
+        order_groups: the account's order groups.
+        api_limits: the rate limits the account advertises (settable).
         listing_lag_s: how far behind the book the orders endpoints and the user data
             timestamp are (seconds, settable; 0 = up to date).
         clock: the exchange's wall clock in ms (settable: a test may move the exchange's time).
@@ -144,6 +165,13 @@ class FakeAccount(Portfolio):
         self.listing_lag_s = listing_lag_s
         self.clock: Callable[[], int] = wall_ms
         self._listing = Listing()
+        self.order_groups = OrderGroups()
+        self.api_limits = FakeApiLimits()
+
+    @property
+    def group_watchers(self) -> list[Callable[[GroupEvent], None]]:
+        """Called with every order-group change (``executor.fake.groups.GroupEvent``)."""
+        return self.order_groups.watchers
 
     def answer(self, method: str, path: str, query: str, body: bytes) -> tuple[int, bytes]:
         """(status, JSON body) for one authenticated request."""
@@ -212,6 +240,7 @@ class FakeAccount(Portfolio):
         client_order_id = order.get("client_order_id")
         if client_order_id is not None and client_order_id in self.orders:
             raise ErrorReply(409, ORDER_EXISTS_CODE, ORDER_EXISTS_MESSAGE)
+        group = self.order_groups.admit(order)
         count, price = Decimal(order["count"]), Decimal(order["price"])
         count_text = f"{count:.2f}"
         response: dict[str, Any] = {"order_id": str(uuid.uuid4())}  # Kalshi's ids are UUIDs
@@ -245,6 +274,9 @@ class FakeAccount(Portfolio):
         self.orders[key] = response
         entry = self.book[key] = book_entry(order, response, now_ms)
         self._announce("placed", key, entry, entry.filled)
+        if group is not None:
+            group.order_ids.append(entry.order_id)
+            self._group_matched(group, entry.filled)
         return response
 
     def orders_list_page(self, query: str) -> dict[str, Any]:
@@ -280,6 +312,8 @@ class FakeAccount(Portfolio):
             entry.status = "executed"
         entry.updated_ms = self.clock()
         self._announce("fill", client_order_id, entry, amount)
+        if entry.order_group_id is not None:
+            self._group_matched(self.order_groups.find(entry.order_group_id), amount)
         return entry
 
     def cancel_resting(self, client_order_id: str) -> BookOrder:
@@ -297,6 +331,10 @@ class FakeAccount(Portfolio):
         self._announce("canceled", client_order_id, entry, left)
         return entry
 
+    def _group_matched(self, group: FakeOrderGroup, contracts: Decimal) -> None:
+        if self.order_groups.matched(group, contracts, wall_ms()):
+            self.trigger_group(group)
+
     def _announce(
         self, kind: BookEventKind, key: str, entry: BookOrder, contracts: Decimal
     ) -> None:
@@ -313,12 +351,16 @@ def error_body(code: str, message: str) -> bytes:
 
 __all__ = [
     "BALANCE_PATH",
+    "BATCH_CANCEL_PATH",
     "DEFAULT_BALANCE_CENTS",
     "ENDPOINTS",
+    "ENDPOINT_COSTS_PATH",
+    "LIMITS_PATH",
     "ONE_ORDER_PATH",
     "ORDERS_PATH",
     "ORDER_EXISTS_CODE",
     "ORDER_EXISTS_MESSAGE",
+    "ORDER_GROUPS_PATH",
     "ORDER_PATH",
     "POSITIONS_PATH",
     "ROUTES",
@@ -327,6 +369,7 @@ __all__ = [
     "BookEvent",
     "ErrorReply",
     "FakeAccount",
+    "GroupEvent",
     "always_fill",
     "error_body",
     "never_fill",

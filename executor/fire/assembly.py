@@ -13,8 +13,11 @@ exists (a refused start leaves no file behind):
   as the exchange lists orders (``executor.exchange.reconcile``; the corrections committed first),
   the risk gate's warm start from the corrected ``orders_fired`` (a worker thread), the shadow
   lane (closed and drained at exit) and the pollers (the account poll, first poll before serving,
-  later polls also following every open order while the exchange's stream is not trusted; the
-  heartbeat; and the stream, ``executor.exchange.stream``, unless ``--stream off``).
+  later polls also following every open order, only those of unknown outcome while the
+  exchange's stream is trusted; the heartbeat; the stream, ``executor.exchange.stream``, unless
+  ``--stream off``; and the book guard, ``executor.fire.book_guard``, which carries a kill-switch
+  engage or an audit outage to the exchange's book, after this run's order group is recorded in
+  the database).
 
 :class:`OrderPathFactory` is what the server is given: the two stages, in the order it enters them.
 Every start-up failure is one :class:`~executor.config.StartupError` line. Exit order: pollers
@@ -59,6 +62,7 @@ from executor.exchange.stream import (
 )
 from executor.exchange.stream_orders import StreamedOrders
 from executor.exchange.transport import ExchangeClient
+from executor.fire.book_guard import BookGuard, book_guard, record_run_group
 from executor.fire.exchange_side import ExchangeSide, open_exchange_side, silent
 from executor.fire.path import FirePath, OrderPath
 from executor.recording.open_orders import LIVE_WINDOW_MS, load_open_orders, write_corrections
@@ -188,7 +192,14 @@ async def open_order_path(
         reconciler.fills = risk
         stream = StreamedOrders(reconciler, telemetry) if settings.exchange.stream else None
         reconciler.feed = stream
-        fire_path = _fire_path(settings, telemetry, kill_switch, client, risk, reconciler, stream)
+        await record_run_group(side.group, side.endpoint.base_url, telemetry_db)
+        writer = client.rest
+        guard = book_guard(
+            settings.exchange, writer, reconciler, telemetry, side.group, kill_switch, telemetry
+        )
+        fire_path = _fire_path(
+            settings, telemetry, kill_switch, client, risk, reconciler, guard, stream
+        )
         orders = fire_path.orders
         assert orders is not None
         async with trio.open_nursery() as lane_nursery:
@@ -217,9 +228,12 @@ async def open_order_path(
                         step("connecting the exchange's stream (fills, order updates)")
                         endpoint = await _stream_endpoint(settings, side)
                         await pollers.start(serve_stream, endpoint, stream, orders.stream_state)
+                    await pollers.start(guard.run)
                     try:
                         yield fire_path
                     finally:
+                        if settings.exchange.book.cancel_resting_on_exit:
+                            await guard.cancel_at_exit()
                         pollers.cancel_scope.cancel()
             finally:
                 orders.lane.close()
@@ -232,6 +246,7 @@ def _fire_path(
     client: ExchangeClient,
     risk: RiskGate | None,
     reconciler: Reconciler,
+    guard: BookGuard,
     stream: StreamedOrders | None = None,
 ) -> FirePath:
     exchange = settings.exchange
@@ -241,6 +256,8 @@ def _fire_path(
         # The production guard is about the real exchange; the fake is never production.
         environment=exchange.environment if exchange.mode == "real" else "demo",
         allow_production=exchange.allow_production,
+        cancel_order_on_pause=exchange.book.cancel_order_on_pause,
+        order_group_id=None if guard.group is None else guard.group.order_group_id,
     )
     orders = OrderPath(
         dispatcher=OrderDispatcher(client, telemetry, policy, reconciler),
@@ -254,6 +271,7 @@ def _fire_path(
         audit=telemetry,
         stream=stream,
         stream_state=None if stream is None else StreamState(),
+        book=guard,
     )
     return FirePath(
         kill_switch=kill_switch,

@@ -70,7 +70,7 @@ from executor.exchange.shadow_lane import ShadowJob, ShadowLane
 from executor.exchange.stages import FireStamps, PerfToWall, log_resolution, stage_rows
 from executor.exchange.stream import StreamState
 from executor.exchange.stream_orders import StreamedOrders
-from executor.fire.outcomes import FireCounters, FireOutcome
+from executor.fire.outcomes import BookCounters, FireCounters, FireOutcome, book_counts
 from executor.logs import RateLimitedWarning
 from executor.recording.rows import row_fields
 from executor.wire.protocol import WakeMessage
@@ -113,6 +113,7 @@ class OrderPath:
         audit: whether order rows can be written (telemetry); None never refuses.
         stream: what the exchange's stream changes (``--stream``), None without it.
         stream_state: the stream's connection counters, None without it.
+        book: the book guard (cancels, the order group), whose counters join the fire path's.
     """
 
     dispatcher: OrderDispatcher
@@ -126,6 +127,7 @@ class OrderPath:
     audit: AuditTrail | None = None
     stream: StreamedOrders | None = None
     stream_state: StreamState | None = None
+    book: BookCounters | None = None
 
     def rules(self) -> OrderRules:
         """What the decision consults with this exchange: sizing, balance, risk gate, guard,
@@ -201,6 +203,7 @@ class FirePath:
                 stream_fills_applied=stream.fills_applied,
                 stream_orders_applied=stream.orders_applied,
             )
+        counts.update(book_counts(client, None if self.orders is None else self.orders.book))
         return FireCounters(**counts)
 
     def fire_now(self, message: WakeMessage) -> FireOutcome | None:
