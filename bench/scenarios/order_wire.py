@@ -26,6 +26,7 @@ import ssl
 import statistics
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Final
 from urllib.parse import urlsplit
@@ -108,8 +109,10 @@ async def _round(
     for number in range(warmup + orders):
         if number == warmup:
             cpu_start = time.process_time()
+        # A fresh id per order (32 hex, as the executor mints): every round and variant sends to
+        # the same fake, which answers a client_order_id used before with 409.
         spec = OrderSpec(
-            "KXTEST", f"{number:032x}", "bid", 1, "0.4200", "fill_or_kill", "taker_at_cross", 0
+            "KXTEST", uuid.uuid4().hex, "bid", 1, "0.4200", "fill_or_kill", "taker_at_cross", 0
         )
         body = order_body(spec)
         request = template.request(timestamp, signature, body)

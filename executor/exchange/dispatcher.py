@@ -27,12 +27,13 @@ Every stamp goes into a :class:`~executor.exchange.stages.FireStamps` the caller
 dispatch that raises or is cancelled still leaves the stamps it reached for the stage rows.
 
 An order whose outcome is unknown (the transport's ``maybe_placed``: a timeout after sending, a
-connection lost after sending, a 5xx) resolves as ``error`` with ``error_message`` beginning
+connection lost after sending, a 5xx, a 409 "already exists"; or a 2xx answer without an order
+object, which says nothing of the order) resolves as ``error`` with ``error_message`` beginning
 ``"outcome unknown: "``, and then, with a reconciler, is looked up on the exchange
 (``executor.exchange.reconcile``): found, the dispatch returns the exchange's status and fill as
-if the answer had come; not found or not answerable, the original error goes on. It is never
-re-sent. An order that rests on the book (good_till_canceled) is handed to the reconciler to be
-followed.
+if the answer had come; absent or still unknown, the original error goes on (an unknown one is
+followed by the account poll). It is never re-sent. An order answered but not final (resting on
+the book, or answered without a fill count) is handed to the reconciler to be followed.
 """
 
 from __future__ import annotations
@@ -48,9 +49,11 @@ from executor.clock import stamp_ns, wall_ms
 from executor.decide.decision import Order
 from executor.decide.order_request import FireRequest
 from executor.exchange.messages import (
+    ExchangeAmbiguous,
     ExchangeError,
     OrderSpec,
     OrderStamps,
+    has_order,
     order_body,
     order_payload,
     order_status,
@@ -286,9 +289,12 @@ class OrderDispatcher:
         try:
             if started.failure is not None:
                 raise started.failure
-            response = await self.client.place_order(
+            answer = await self.client.place_order(
                 started.body, stamps.order, dry_run=False, started=started.in_flight
             )
+            if not has_order(answer):  # its fill columns are not an order's: none are kept
+                raise ExchangeAmbiguous(f"answered without an order: {_quoted(answer)}")
+            response = answer
             stamps.engine_ts_ms = engine_ts_ms(response)
             status = order_status(response, self.policy.time_in_force)
         except trio.Cancelled:
@@ -355,6 +361,16 @@ class OrderDispatcher:
         row = self.rejected_row(request, reason)
         with trio.move_on_after(RESOLUTION_TIMEOUT_S, shield=True):
             await self.sink.record_order(row, timeout_s=RESOLUTION_TIMEOUT_S)
+
+
+ANSWER_QUOTE_CHARS: Final = 200
+"""How much of an answer without an order its error text quotes: enough to show what came."""
+
+
+def _quoted(response: dict[str, Any]) -> str:
+    text = repr(response)
+    return text if len(text) <= ANSWER_QUOTE_CHARS else text[:ANSWER_QUOTE_CHARS] + "..."
+
 
 def _error_text(error: BaseException) -> str:
     return str(error) or type(error).__name__

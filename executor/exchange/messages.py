@@ -35,6 +35,13 @@ LIMITS_PATH: Final = "/trade-api/v2/account/limits"
 """``GET``: the account's read and write token buckets (``get-account-api-limits.yaml``)."""
 ENDPOINT_COSTS_PATH: Final = "/trade-api/v2/account/endpoint_costs"
 """``GET``: endpoints whose token cost is not the default (``list-non-default-endpoint-costs``)."""
+USER_DATA_TIMESTAMP_PATH: Final = "/trade-api/v2/exchange/user_data_timestamp"
+"""``GET``: when the data behind the orders list was last validated (``as_of_time``): what a
+lookup that did not find an order can conclude from."""
+
+ORDER_EXISTS_STATUS: Final = 409
+"""Kalshi's answer to an order whose ``client_order_id`` it already has ("already exists"): the
+order was placed, by an earlier attempt or an earlier delivery of this one."""
 
 MAX_ERROR_TEXT_CHARS: Final = 1000
 """An error body is quoted up to this many characters: a proxy's HTML page is not an audit row."""
@@ -266,6 +273,21 @@ def parse_answer(status: int, reason: str, body: bytes) -> dict[str, Any]:
     return payload
 
 
+def parse_order_answer(status: int, reason: str, body: bytes) -> dict[str, Any]:
+    """:func:`parse_answer` for an order: a 409 ("already exists") raises an error that says the
+    order may be placed (it is, unless the exchange lies), so it is looked up, never re-sent.
+
+    Raises:
+        ExchangeError: as :func:`parse_answer`; ``maybe_placed`` for a 409.
+    """
+    try:
+        return parse_answer(status, reason, body)
+    except ExchangeError as error:
+        if error.status == ORDER_EXISTS_STATUS:
+            error.maybe_placed = True
+        raise
+
+
 def _standard_reason(status: int) -> str:
     try:
         return http.HTTPStatus(status).phrase
@@ -315,14 +337,32 @@ def parse_fill_count(value: object) -> float | None:
     return parsed if math.isfinite(parsed) else None
 
 
+def has_order(response: dict[str, Any]) -> bool:
+    """Whether a 2xx answer carries an order (an ``order_id``): Kalshi has answered 2xx with an
+    error object and no order, which says nothing about whether the order was placed."""
+    order_id = order_payload(response).get("order_id")
+    return isinstance(order_id, str) and bool(order_id)
+
+
 def order_status(response: dict[str, Any], time_in_force: str) -> OrderStatus:
-    """DISPATCH.md §4 step 6: the order's status from the exchange's answer."""
-    fill_count = parse_fill_count(order_payload(response).get("fill_count"))
+    """DISPATCH.md §4 step 6 (amended for issue 21): the order's status from the exchange's answer.
+
+    No parseable ``fill_count``: ``submitted``; a fill: ``filled``; nothing filled: ``accepted``
+    for a good_till_canceled order while contracts remain (or the answer does not say), else
+    ``canceled`` (a good_till_canceled order with nothing remaining was cancelled at placement).
+    """
+    payload = order_payload(response)
+    fill_count = parse_fill_count(payload.get("fill_count"))
     if fill_count is None:
         return OrderStatus.SUBMITTED
     if fill_count > 0:
         return OrderStatus.FILLED
-    return OrderStatus.ACCEPTED if time_in_force == GOOD_TILL_CANCELED else OrderStatus.CANCELED
+    if time_in_force != GOOD_TILL_CANCELED:
+        return OrderStatus.CANCELED
+    remaining = parse_fill_count(payload.get("remaining_count"))
+    if remaining is not None and remaining <= 0:
+        return OrderStatus.CANCELED  # cancelled at placement (post_only crossing, say)
+    return OrderStatus.ACCEPTED
 
 
 def verbatim_fill(value: object) -> str | None:

@@ -18,17 +18,25 @@ values an ``orders_fired`` row holds, in the fixed-point form the order response
 ``min_ts`` is Unix *seconds* (the published parameter is a "Unix timestamp"; the order endpoints'
 other times in seconds, ``expiration_time``, read the same way).
 
+Not finding an order proves nothing by itself: the exchange lists what it has processed "after a
+short delay". :func:`read_as_of_ms` reads ``GET /exchange/user_data_timestamp``
+(``get-user-data-timestamp.yaml``: when the data behind GetOrder(s) was last validated), which is
+what lets a caller say an order is absent rather than not listed yet.
+
 Sans telemetry: the HTTP request is whatever ``reader`` does (the transport's signed ``get_json``).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final, Protocol
 
-from executor.exchange.messages import ORDERS_PATH, ExchangeError
+from executor.exchange.messages import ORDERS_PATH, USER_DATA_TIMESTAMP_PATH, ExchangeError
+from executor.recording.open_orders import LIVE_WINDOW_MS
 from executor.recording.rows import OrderStatus
 
 MAX_ORDER_PAGES: Final = 100
@@ -38,6 +46,13 @@ MAX_ORDER_PAGES: Final = 100
 PAGE_LIMIT: Final = 200
 """``limit`` asked per page (the published maximum is 1000): one page covers a busy ticker's
 last minutes, and a page stays small enough to parse in well under a millisecond."""
+
+ABSENCE_MARGIN_MS: Final = 10_000
+"""How much later than an order's send (ms) the exchange's data must be validated before an order
+it does not list is called absent. It covers the request's time to the exchange (it is refused
+once its signed timestamp is stale: 5 s on the fake; Kalshi does not publish its window, so a
+guess) and our clock's disagreement with the exchange's (NTP keeps it to milliseconds; a few
+seconds is slack)."""
 
 _FILL_DECIMALS: Final = Decimal("0.0001")
 """Averages are written with 4 decimals, as the order response's fixed-point dollars are."""
@@ -176,11 +191,55 @@ async def find_orders(
     raise ExchangeError(f"orders: cursor still set after {MAX_ORDER_PAGES} pages")
 
 
+_FRACTION: Final = re.compile(r"(\.\d{6})\d+")
+"""Digits of a second beyond microseconds (Python's ``fromisoformat`` takes at most six)."""
+
+
+def parse_as_of_ms(value: object) -> int:
+    """An RFC 3339 ``date-time`` (``as_of_time``) as epoch ms; a time without a zone is UTC.
+
+    Raises:
+        ExchangeError: not a string, or not a date-time.
+    """
+    if not isinstance(value, str):
+        raise ExchangeError(f"user data timestamp: as_of_time is not a string: {value!r:.100}")
+    text = _FRACTION.sub(r"\1", value.strip())
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ExchangeError(f"user data timestamp: not a date-time: {value!r:.100}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def absence_known(sent_ms: int, as_of_ms: int, now_ms: int) -> bool:
+    """Whether an order sent at ``sent_ms`` that the listing lacks is absent, not late: the
+    exchange's data was validated (``as_of_ms``, read before the listing) more than
+    :data:`ABSENCE_MARGIN_MS` after the send, and the live listing still covers the send (it is
+    younger than ``LIVE_WINDOW_MS``; the lookup's ``min_ts`` is before it by construction)."""
+    return as_of_ms > sent_ms + ABSENCE_MARGIN_MS and now_ms - sent_ms < LIVE_WINDOW_MS
+
+
+async def read_as_of_ms(reader: SignedReader) -> int:
+    """When the data behind the orders list was last validated (epoch ms).
+
+    Raises:
+        ExchangeError: the request failed, or its answer has no readable ``as_of_time``.
+    """
+    payload = await reader.get_json(USER_DATA_TIMESTAMP_PATH)
+    return parse_as_of_ms(payload.get("as_of_time"))
+
+
 __all__ = [
+    "ABSENCE_MARGIN_MS",
     "MAX_ORDER_PAGES",
     "PAGE_LIMIT",
     "ExchangeOrder",
     "SignedReader",
+    "absence_known",
     "find_orders",
+    "parse_as_of_ms",
     "parse_exchange_order",
+    "read_as_of_ms",
 ]

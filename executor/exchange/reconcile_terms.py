@@ -3,7 +3,8 @@
 Plain values and Protocols shared by :mod:`executor.exchange.reconcile` (which re-exports them)
 and its callers: the sinks (:class:`OrderRowSink`, :class:`CollectedRows`), who hears of fills
 (:class:`FillRecorder`), the exchange's own reports (:class:`OrderFeed`: the stream), and the
-outcomes (:class:`Verdict`, :class:`Unresolved`, :class:`Resolution`, :class:`StartupSummary`).
+outcomes (:class:`Verdict`: found, absent or unknown; :class:`Unresolved`, :class:`Resolution`,
+:class:`StartupSummary`, and :class:`Answers`, what one call's tries learned).
 """
 
 from __future__ import annotations
@@ -56,23 +57,28 @@ class Verdict(enum.Enum):
 
     FOUND = "found"
     ABSENT = "absent"
-    """It answered, every try, without the order."""
-    UNANSWERED = "unanswered"
-    """The last try could not ask it (the error says why)."""
+    """Not listed, and the exchange's data covers the send: it does not have the order."""
+    UNKNOWN = "unknown"
+    """Not found, and not known to be absent: the listing may not show the order yet, or the
+    exchange could not be asked (``Resolution.error`` says why). The row stays open."""
+    UNANSWERED = "unknown"
+    """The name of :attr:`UNKNOWN` before lookups had three answers (an alias)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Unresolved:
-    """An order to look up: its last row, and why its outcome is unknown (None: a resting order
-    followed up, whose ``error_message`` is kept)."""
+    """An order to look up: its last row, and why its outcome is unknown (None: an order followed
+    on the book, whose ``error_message`` is kept); ``tries`` replaces the call's when set."""
 
     row: OrderRow
     cause: str | None
+    tries: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Resolution:
-    """How one lookup ended: the row as it now stands, the verdict, the exchange's order."""
+    """How one lookup ended: the row as it now stands, the verdict, the exchange's order, and
+    for an unknown verdict the error that kept the exchange from answering (None: not listed)."""
 
     row: OrderRow
     verdict: Verdict
@@ -88,10 +94,25 @@ class StartupSummary:
     canceled: int = 0
     resting: int = 0
     absent: int = 0
-    unanswered: int = 0
+    unknown: int = 0
+
+
+@dataclass
+class Answers:
+    """What the tries of one ``Reconciler.reconcile`` call learned, by ``client_order_id``."""
+
+    found: dict[str, ExchangeOrder] = dataclasses.field(default_factory=dict)
+    absent: set[str] = dataclasses.field(default_factory=set)
+    errors: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def sent_ms(row: OrderRow) -> int:
+    """When ``row``'s order was sent (wall ms): its ``submitted_at_ms``, else its request time."""
+    return row.submitted_at_ms if row.submitted_at_ms is not None else row.requested_at_ms
 
 
 __all__ = [
+    "Answers",
     "CollectedRows",
     "FillRecorder",
     "OrderFeed",
@@ -100,4 +121,5 @@ __all__ = [
     "StartupSummary",
     "Unresolved",
     "Verdict",
+    "sent_ms",
 ]

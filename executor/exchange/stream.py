@@ -298,12 +298,11 @@ async def serve_stream(
 def poll_unless_streaming(
     orders: StreamedOrders | None, reconciler: Reconciler
 ) -> Callable[[], Awaitable[None]]:
-    """The account poll's follow-up of resting orders: skipped while the stream is trusted."""
+    """The account poll's follow-up of open orders: while the stream is trusted, only those of
+    unknown outcome (an order the exchange never had sends no stream message)."""
 
     async def follow_resting() -> None:
-        if orders is not None and orders.trusted:
-            return
-        await reconciler.poll_resting()
+        await reconciler.poll_resting(unknown_only=orders is not None and orders.trusted)
 
     return follow_resting
 

@@ -2,8 +2,9 @@
 
 The stream (``executor.exchange.stream``) hands every message it reads to
 :meth:`StreamedOrders.apply`. The orders it can change are the ones the reconciler follows
-(:attr:`~executor.exchange.reconcile.Reconciler.followed`: resting good_till_canceled orders and
-orders answered without a fill count); every other order's outcome came with its own response.
+(:attr:`~executor.exchange.reconcile.Reconciler.followed`: resting good_till_canceled orders,
+orders answered without a fill count, and orders of unknown outcome); every other order's outcome
+came with its own response.
 
 - A ``user_order`` message carries the order's totals, so it is applied as a lookup's answer
   would be (:meth:`~executor.exchange.reconcile.Reconciler.update`: the row, and the risk gate
@@ -15,6 +16,8 @@ orders answered without a fill count); every other order's outcome came with its
   when the engine's time of it (``ts_ms``) is no later than the last ``user_order`` total applied
   to the order or than the end of the reconciliation that made the stream trusted: both cover it.
   So a fill is never counted twice; one skipped wrongly is brought by the order's next total.
+  An order of unknown outcome takes no single fill: its ``user_order`` total (or its lookup)
+  reconciles the row whole, with its cause, and tells the risk gate of every contract.
 - A ``user_order`` message for an order not followed is kept (the last :data:`RECENT_ORDERS`):
   a lookup waiting on that order takes it instead of asking again (:meth:`known`, :meth:`wait`,
   the reconciler's :class:`~executor.exchange.reconcile_terms.OrderFeed`), and an order followed
@@ -42,7 +45,7 @@ import trio
 
 from executor.clock import wall_ms
 from executor.exchange.order_lookup import ExchangeOrder
-from executor.exchange.reconcile import Reconciler, Unresolved, Verdict
+from executor.exchange.reconcile import Reconciler
 from executor.exchange.stream_messages import (
     OtherMessage,
     StreamFill,
@@ -182,12 +185,10 @@ class StreamedOrders:
         """Look every followed order up once (rows and the risk gate follow), then trust the
         stream; False (still untrusted) when the exchange could not be asked about one."""
         self.untrust()
-        rows = list(self.reconciler.followed.values())
-        if rows:
-            resolutions = await self.reconciler.reconcile(
-                [Unresolved(row, None) for row in rows], tries=1
-            )
-            unanswered = [r for r in resolutions if r.verdict is Verdict.UNANSWERED]
+        followed = self.reconciler.open_orders()  # each with its cause, if it has one
+        if followed:
+            resolutions = await self.reconciler.reconcile(followed, tries=1)
+            unanswered = [r for r in resolutions if r.error is not None]
             if unanswered:
                 log.warning(
                     "stream reconciliation failed: the stream is not trusted yet",
@@ -249,8 +250,8 @@ class StreamedOrders:
             return  # in the order's own response / covered by the coming reconciliation
         followed = self.reconciler.followed
         row = followed.get(fill.client_order_id or "") or self._followed_by_order_id(fill.order_id)
-        if row is None:
-            return
+        if row is None or followed.cause_of(row.client_order_id) is not None:
+            return  # an order of unknown outcome: its lookup (or a user_order) settles it whole
         covered_to = max(self._as_of_ms.get(row.client_order_id, 0), self._trusted_since_ms)
         if fill.ts_ms <= covered_to:
             return

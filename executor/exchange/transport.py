@@ -11,7 +11,9 @@ file (never switched off) and are pre-warmed before the client is handed out.
 An order attempt that wrote any byte and then lost its connection raises
 :class:`ExchangeAmbiguous` (as a timeout raises :class:`ExchangeTimeout`, one of its kind): never
 retried, for reconciliation to decide. An attempt that failed before writing (a connection that
-could not be opened) is a plain, retryable :class:`ExchangeError`.
+could not be opened) is a plain, retryable :class:`ExchangeError`. A 409 on an order ("already
+exists": an earlier attempt or delivery placed it) is an :class:`ExchangeError` that says the
+order may be placed, so it is looked up, never retried.
 
 The transport knows nothing of telemetry, rows or the risk gate (a test reads the imports): it
 fills a plain :class:`OrderStamps` with ``perf_counter_ns`` stamps and its caller records them.
@@ -48,7 +50,7 @@ from executor.exchange.messages import (
     RetryPolicy,
     error_text,
     order_body,
-    parse_answer,
+    parse_order_answer,
     parse_response,
 )
 from executor.exchange.order_connection import OrderConnection, OrderInFlight
@@ -256,7 +258,7 @@ class ExchangeClient:
             stamps.ack_ns = stamp_ns()
         finally:
             self._end_attempt(connection, stamps)
-        return parse_answer(status, reason, payload)
+        return parse_order_answer(status, reason, payload)
 
     def _end_attempt(self, connection: OrderConnection, stamps: OrderStamps) -> None:
         self.orders.checkin(connection)

@@ -1,13 +1,21 @@
 """The fake exchange's account and order book, without I/O (DISPATCH.md §9).
 
 What the exchange decides for a request once it is authenticated: place an order (fill, kill or
-rest, idempotent on ``client_order_id``; ``executor.fake.placing``), read the balance and page
-through positions (``executor.fake.portfolio``) and orders (``executor.fake.orders``), fill or
-cancel a resting order later, cancel a batch of orders (V2), keep order groups
-(``executor.fake.groups``: create, get, trigger, reset; a triggered group's resting orders
-cancelled and its new orders refused) and say what the account's rate limits are
-(``executor.fake.limits``). The HTTPS server in ``executor.fake.exchange`` inherits this and
-adds TLS, HTTP and signature checks.
+rest; a ``client_order_id`` already used answers 409; ``executor.fake.placing``), read the balance
+and page through positions (``executor.fake.portfolio``) and orders (``executor.fake.orders``), one
+order by its id, the user data timestamp, fill or cancel a resting order later, cancel a batch of
+orders (V2), keep order groups (``executor.fake.groups``: create, get, trigger, reset; a
+triggered group's resting orders cancelled and its new orders refused) and say what the
+account's rate limits are (``executor.fake.limits``).
+
+The orders endpoints lag like Kalshi's ("a short delay before exchange events are reflected"):
+with :attr:`FakeAccount.listing_lag_s` set, ``GET /portfolio/orders`` and
+``GET /portfolio/orders/{order_id}`` show the book as it stood that long ago (an order placed
+since is absent, a fill since not yet counted), and ``GET /exchange/user_data_timestamp`` says
+so: its ``as_of_time`` is that same moment, the honest bound of what the listing covers.
+
+The HTTPS server in ``executor.fake.exchange`` inherits this and adds TLS, HTTP and signature
+checks.
 
 Requests are routed by :data:`ROUTES` (``executor.fake.routes``): one line per endpoint, naming
 the account method that answers it. Every change to the book is announced to the callables in
@@ -28,7 +36,6 @@ error the ``ErrorResponse`` shape, ``code`` and ``message`` at the top level (a 
 from __future__ import annotations
 
 import math
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,7 +48,14 @@ from executor.clock import wall_ms
 from executor.fake.book_control import BookControl
 from executor.fake.groups import FakeOrderGroup, GroupEvent, OrderGroups
 from executor.fake.limits import FakeApiLimits
-from executor.fake.orders import BadOrdersQuery, BookOrder, orders_page, parse_orders_query
+from executor.fake.orders import (
+    BadOrdersQuery,
+    BookOrder,
+    Listing,
+    iso_time,
+    orders_page,
+    parse_orders_query,
+)
 from executor.fake.placing import book_entry, fee_per_contract, parse_order
 from executor.fake.portfolio import DEFAULT_BALANCE_CENTS, Portfolio
 from executor.fake.routes import ErrorReply, Route, RouteTable
@@ -54,6 +68,8 @@ BATCH_CANCEL_PATH: Final = "/trade-api/v2/portfolio/events/orders/batched"
 ORDER_GROUPS_PATH: Final = "/trade-api/v2/portfolio/order_groups"
 LIMITS_PATH: Final = "/trade-api/v2/account/limits"
 ENDPOINT_COSTS_PATH: Final = "/trade-api/v2/account/endpoint_costs"
+ONE_ORDER_PATH: Final = "/trade-api/v2/portfolio/orders/{order_id}"
+USER_DATA_TIMESTAMP_PATH: Final = "/trade-api/v2/exchange/user_data_timestamp"
 # Written out rather than imported from executor.exchange.transport: the fake checks the transport,
 # so it must not share its constants (a test asserts the two agree).
 ROUTES: Final = RouteTable(
@@ -69,6 +85,8 @@ ROUTES: Final = RouteTable(
         Route("PUT", f"{ORDER_GROUPS_PATH}/{{order_group_id}}/reset", "put_group_reset"),
         Route("GET", LIMITS_PATH, "get_account_limits"),
         Route("GET", ENDPOINT_COSTS_PATH, "get_endpoint_costs"),
+        Route("GET", ONE_ORDER_PATH, "get_one_order"),
+        Route("GET", USER_DATA_TIMESTAMP_PATH, "get_user_data_timestamp"),
     ]
 )
 """Every endpoint the fake serves and the account method that answers it."""
@@ -78,6 +96,11 @@ API)."""
 
 TOO_MANY_REQUESTS_BODY: Final = b'{"error":"too many requests"}'
 """The body of the published 429 example (not in the ``ErrorResponse`` shape)."""
+
+ORDER_EXISTS_CODE: Final = "order_already_exists"
+"""``code`` of the 409 a repeated ``client_order_id`` gets. The published ``ConflictError`` says
+only "resource already exists"; the code is this fake's choice (Kalshi's is not published)."""
+ORDER_EXISTS_MESSAGE: Final = "an order with this client_order_id already exists"
 
 BookEventKind = Literal["placed", "fill", "canceled"]
 
@@ -117,11 +140,14 @@ class FakeAccount(Portfolio, BookControl):
     Attributes (besides the portfolio's ``balance_cents``, ``positions`` and ``markets``):
         orders: the response of every placed order, by ``client_order_id`` (by ``order_id`` for
             an order sent without one).
-        book: every placed order as ``GET /portfolio/orders`` shows it, keyed as ``orders``.
+        book: every placed order as it is now, keyed as ``orders``.
         fill_rule: order JSON -> fill (True) or kill (False) for fill_or_kill / IOC orders.
         watchers: called with every :class:`BookEvent`, in order (a watcher must not raise).
         order_groups: the account's order groups.
         api_limits: the rate limits the account advertises (settable).
+        listing_lag_s: how far behind the book the orders endpoints and the user data
+            timestamp are (seconds, settable; 0 = up to date).
+        clock: the exchange's wall clock in ms (settable: a test may move the exchange's time).
     """
 
     def __init__(
@@ -129,12 +155,16 @@ class FakeAccount(Portfolio, BookControl):
         *,
         balance_cents: int = DEFAULT_BALANCE_CENTS,
         fill_rule: Callable[[dict[str, Any]], bool] = always_fill,
+        listing_lag_s: float = 0.0,
     ) -> None:
         super().__init__(balance_cents=balance_cents)
         self.orders: dict[str, dict[str, Any]] = {}
         self.book: dict[str, BookOrder] = {}
         self.fill_rule = fill_rule
         self.watchers: list[Callable[[BookEvent], None]] = []
+        self.listing_lag_s = listing_lag_s
+        self.clock: Callable[[], int] = wall_ms
+        self._listing = Listing()
         self.order_groups = OrderGroups()
         self.api_limits = FakeApiLimits()
 
@@ -156,7 +186,8 @@ class FakeAccount(Portfolio, BookControl):
         return route.status, orjson.dumps(payload)
 
     def post_order(self, params: dict[str, str], query: str, body: bytes) -> dict[str, Any]:
-        """``POST /portfolio/events/orders``: place (or find again) the order in ``body``."""
+        """``POST /portfolio/events/orders``: place the order in ``body`` (409 if its
+        ``client_order_id`` was used before)."""
         return self.place_order(body)
 
     def get_balance(self, params: dict[str, str], query: str, body: bytes) -> dict[str, Any]:
@@ -171,12 +202,44 @@ class FakeAccount(Portfolio, BookControl):
         """``GET /portfolio/orders``: one page (filters in ``query``; 400 for a bad one)."""
         return self.orders_list_page(query)
 
+    def get_one_order(self, params: dict[str, str], query: str, body: bytes) -> dict[str, Any]:
+        """``GET /portfolio/orders/{order_id}``: the order as listed now (404 if not listed)."""
+        for entry in self.listed().values():
+            if entry.order_id == params["order_id"]:
+                return {"order": entry.as_published()}
+        raise ErrorReply(404, "not_found", f"no order {params['order_id']!r:.100}")
+
+    def get_user_data_timestamp(
+        self, params: dict[str, str], query: str, body: bytes
+    ) -> dict[str, Any]:
+        """``GET /exchange/user_data_timestamp``: the moment the orders listing shows."""
+        return {"as_of_time": iso_time(self.listed_as_of_ms())}
+
+    def listed_as_of_ms(self) -> int:
+        """The moment the orders endpoints show the book at (now less the listing lag, ms)."""
+        return self.clock() - round(self.listing_lag_s * 1000)
+
+    def listed(self) -> dict[str, BookOrder]:
+        """The book as the orders endpoints show it now (``listing_lag_s`` behind)."""
+        return self._listing.as_of(self.listed_as_of_ms())
+
+    def archive(self, key: str) -> None:
+        """Take an order out of the listing for good, as the historical cutoff does (its
+        ``client_order_id`` stays used: a repeat still answers 409)."""
+        self.book.pop(key, None)
+        self._listing.forget(key)
+
     def place_order(self, body: bytes) -> dict[str, Any]:
-        """Place (or find again) the order in ``body``; its response object."""
+        """Place the order in ``body``; its response object.
+
+        Raises:
+            ErrorReply: 400 for a body that is not an order or an account that cannot pay; 409
+                for a ``client_order_id`` already used (nothing placed, nothing announced).
+        """
         order = parse_order(body)
         client_order_id = order.get("client_order_id")
         if client_order_id is not None and client_order_id in self.orders:
-            return self.orders[client_order_id]  # idempotent: the same order again
+            raise ErrorReply(409, ORDER_EXISTS_CODE, ORDER_EXISTS_MESSAGE)
         group = self.order_groups.admit(order)
         count, price = Decimal(order["count"]), Decimal(order["price"])
         count_text = f"{count:.2f}"
@@ -205,20 +268,22 @@ class FakeAccount(Portfolio, BookControl):
                 average_fill_price=order["price"],
                 average_fee_paid=f"{fee_dollars:.4f}",
             )
-        response["ts_ms"] = int(time.time() * 1000)
+        now_ms = self.clock()
+        response["ts_ms"] = now_ms
         key = client_order_id if client_order_id is not None else response["order_id"]
         self.orders[key] = response
-        entry = self.book[key] = book_entry(order, response)
-        self._announce("placed", entry, entry.filled)
+        entry = self.book[key] = book_entry(order, response, now_ms)
+        self._announce("placed", key, entry, entry.filled)
         if group is not None:
             group.order_ids.append(entry.order_id)
             self._group_matched(group, entry.filled)
         return response
 
     def orders_list_page(self, query: str) -> dict[str, Any]:
-        """One page of ``GET /portfolio/orders`` (filters in ``query``; 400 for a bad one)."""
+        """One page of ``GET /portfolio/orders`` as listed now (filters in ``query``; 400 for a
+        bad one)."""
         try:
-            return orders_page(self.book, parse_orders_query(query))
+            return orders_page(self.listed(), parse_orders_query(query))
         except BadOrdersQuery as error:
             raise ErrorReply(400, "invalid_parameters", str(error)) from None
 
@@ -245,8 +310,8 @@ class FakeAccount(Portfolio, BookControl):
         entry.maker_cost += amount * entry.price_paid()
         if entry.filled == entry.initial:
             entry.status = "executed"
-        entry.updated_ms = wall_ms()
-        self._announce("fill", entry, amount)
+        entry.updated_ms = self.clock()
+        self._announce("fill", client_order_id, entry, amount)
         if entry.order_group_id is not None:
             self._group_matched(self.order_groups.find(entry.order_group_id), amount)
         return entry
@@ -262,15 +327,18 @@ class FakeAccount(Portfolio, BookControl):
             raise ValueError(f"order {client_order_id} is {entry.status}, not resting")
         left = entry.remaining
         entry.status = "canceled"
-        entry.updated_ms = wall_ms()
-        self._announce("canceled", entry, left)
+        entry.updated_ms = self.clock()
+        self._announce("canceled", client_order_id, entry, left)
         return entry
 
     def _group_matched(self, group: FakeOrderGroup, contracts: Decimal) -> None:
         if self.order_groups.matched(group, contracts, wall_ms()):
             self.trigger_group(group)
 
-    def _announce(self, kind: BookEventKind, entry: BookOrder, contracts: Decimal) -> None:
+    def _announce(
+        self, kind: BookEventKind, key: str, entry: BookOrder, contracts: Decimal
+    ) -> None:
+        self._listing.record(key, entry, entry.updated_ms)
         event = BookEvent(kind, entry, contracts, entry.updated_ms)
         for watcher in self.watchers:
             watcher(event)
@@ -288,12 +356,16 @@ __all__ = [
     "ENDPOINTS",
     "ENDPOINT_COSTS_PATH",
     "LIMITS_PATH",
+    "ONE_ORDER_PATH",
     "ORDERS_PATH",
+    "ORDER_EXISTS_CODE",
+    "ORDER_EXISTS_MESSAGE",
     "ORDER_GROUPS_PATH",
     "ORDER_PATH",
     "POSITIONS_PATH",
     "ROUTES",
     "TOO_MANY_REQUESTS_BODY",
+    "USER_DATA_TIMESTAMP_PATH",
     "BookEvent",
     "ErrorReply",
     "FakeAccount",

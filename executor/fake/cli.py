@@ -12,7 +12,8 @@ A ``--dir`` given by the caller is the caller's and is left as it is.
 
 ``--fault`` queues faults for the first order requests (``hang-after-place``: placed, never
 answered), so a fake that outlives the executor can hold an order's answer while the executor
-is killed.
+is killed. ``--listing-lag-s`` makes the orders endpoints (and the user data timestamp) lag the
+book by that many seconds, as Kalshi's may.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ from executor.fake.exchange import (
 )
 from executor.fake.scratch import COMMAND_PREFIX, scratch_folder
 
+MAX_LISTING_LAG_S = 3600.0
+"""Largest ``--listing-lag-s``: an hour behind is already an exchange outage, not a lag."""
+
 FAULTS = {
     "hang": Fault("hang"),
     "drop": Fault("drop"),
@@ -60,6 +64,7 @@ async def _run_command(credentials: FakeCredentials, args: argparse.Namespace) -
                     port=args.port,
                     balance_cents=args.balance_cents,
                     fill_rule=never_fill if args.fill_rule == "kill" else always_fill,
+                    listing_lag_s=args.listing_lag_s,
                 )
             )
             exchange.inject(*(FAULTS[name] for name in args.fault))
@@ -99,6 +104,18 @@ def _balance_cents(text: str) -> int:
     return cents
 
 
+def _lag_s(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= MAX_LISTING_LAG_S:
+        raise argparse.ArgumentTypeError(
+            f"must be seconds from 0 to {MAX_LISTING_LAG_S:g}, got {text!r}"
+        )
+    return seconds
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m executor.fake``: serve until SIGINT/SIGTERM; 0 on a clean stop."""
     parser = argparse.ArgumentParser(
@@ -120,6 +137,12 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         help="queue a fault for the next order request (repeatable; consumed in order)",
+    )
+    parser.add_argument(
+        "--listing-lag-s",
+        type=_lag_s,
+        default=0.0,
+        help="list orders (and date the user data timestamp) this many seconds late (default 0)",
     )
     args = parser.parse_args(argv)
     # stdout carries the one JSON line a caller parses; anything the fake logs goes to stderr.

@@ -5,15 +5,16 @@ A real HTTPS server on Trio: a per-run CA and a certificate for 127.0.0.1/localh
 hand). Every request's RSA-PSS signature is checked with the public key only, independently of
 ``executor.signer``, and its timestamp must be fresh; a failure answers 401.
 
-It speaks the endpoints the executor uses (orders, balance, positions, the orders list), keeps an
-account that fills debit, records every request it receives, and answers injected faults one per
-order request. ``GET /trade-api/ws/v2``, signed like the rest, upgrades to the WebSocket stream of
-fills and order updates (``executor.fake.stream``), fed by every change to the account's book.
+It speaks the endpoints the executor uses (orders, balance, positions, the orders list, one order,
+the user data timestamp), keeps an account that fills debit, lists orders a settable lag late,
+records every request it receives, and answers injected faults one per order request.
+``GET /trade-api/ws/v2``, signed like the rest, upgrades to the WebSocket stream of fills and
+order updates (``executor.fake.stream``), fed by every change to the account's book.
 
 Run it from a shell::
 
     python -m executor.fake --port 8443 [--dir D] [--balance-cents N] [--fill-rule kill]
-        [--fault hang-after-place ...]
+        [--fault hang-after-place ...] [--listing-lag-s 7.5]
 
 It prints one JSON line (base_url, key_id, private_key_path, ca_file) once serving and runs until
 SIGINT or SIGTERM.
@@ -92,10 +93,11 @@ class Fault:
     a published ``ErrorResponse`` body, ``{"code", "message"}``; a 429 without a ``code`` or
     ``message`` answers the published example ``{"error": "too many requests"}``); ``drop``
     (close the connection unanswered);
-    ``hang`` (never answer; the connection closes when the client gives up); ``duplicate`` (apply
-    the order twice, as a network that repeats a request would: the second finds the
-    ``client_order_id`` and answers the same order, the account moves once). ``place`` makes a
-    ``drop`` or ``hang`` place the order first (the ambiguous outcome a timeout stands for).
+    ``hang`` (never answer; the connection closes when the client gives up); ``duplicate`` (the
+    request arrives twice, as through a network that repeats it: the first places the order, the
+    client hears the second's answer, a 409 for the ``client_order_id`` already used). ``place``
+    makes a ``drop``, ``hang`` or ``status`` fault place the order first (the ambiguous outcomes:
+    a timeout, a lost connection, a 5xx or a 2xx error body from an exchange that took it).
     """
 
     kind: FaultKind
@@ -144,8 +146,11 @@ class FakeExchange(FakeAccount):
         balance_cents: int = DEFAULT_BALANCE_CENTS,
         fill_rule: Callable[[dict[str, Any]], bool] = always_fill,
         freshness_s: float = DEFAULT_FRESHNESS_S,
+        listing_lag_s: float = 0.0,
     ) -> None:
-        super().__init__(balance_cents=balance_cents, fill_rule=fill_rule)
+        super().__init__(
+            balance_cents=balance_cents, fill_rule=fill_rule, listing_lag_s=listing_lag_s
+        )
         self._public_key = public_key
         self.key_id = key_id
         self.base_url = base_url
@@ -284,6 +289,8 @@ class FakeExchange(FakeAccount):
         if fault is not None and kind == "latency":
             await trio.sleep(fault.seconds)
         if fault is not None and kind == "status":
+            if fault.place and record.auth_error is None:
+                self.answer(*request)
             if fault.status == 429 and not (fault.code or fault.message):
                 return 429, TOO_MANY_REQUESTS_BODY
             code = fault.code or _reason(fault.status).lower().replace(" ", "_")
@@ -347,9 +354,12 @@ async def serve_fake_exchange(
     balance_cents: int = DEFAULT_BALANCE_CENTS,
     fill_rule: Callable[[dict[str, Any]], bool] = always_fill,
     freshness_s: float = DEFAULT_FRESHNESS_S,
+    listing_lag_s: float = 0.0,
     task_status: trio.TaskStatus[FakeExchange] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the fake on ``host:port`` (0 = any free port) until cancelled.
+
+    ``listing_lag_s``: how late the orders endpoints list what happens (``FakeAccount``).
 
     ``task_status.started`` receives the :class:`FakeExchange` once the port is listening.
     """
@@ -364,6 +374,7 @@ async def serve_fake_exchange(
         balance_cents=balance_cents,
         fill_rule=fill_rule,
         freshness_s=freshness_s,
+        listing_lag_s=listing_lag_s,
     )
     tls_listeners = [trio.SSLListener(lst, context, https_compatible=True) for lst in listeners]
     task_status.started(exchange)

@@ -13,6 +13,7 @@ Timestamps in the query are Unix seconds; an order's own time is kept in millise
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
@@ -130,6 +131,33 @@ class BookOrder:
         }
 
 
+class Listing:
+    """Every state each order has been in, by when it began: the book as of any moment.
+
+    Keyed as the account's book (``client_order_id``, or ``order_id`` for an order without one).
+    """
+
+    def __init__(self) -> None:
+        self._states: dict[str, list[tuple[int, BookOrder]]] = {}
+
+    def record(self, key: str, entry: BookOrder, at_ms: int) -> None:
+        """``entry`` as it is now (a copy) became the order's state at ``at_ms``."""
+        self._states.setdefault(key, []).append((at_ms, dataclasses.replace(entry)))
+
+    def forget(self, key: str) -> None:
+        """The order leaves the listing altogether (as the historical cutoff moves it out)."""
+        self._states.pop(key, None)
+
+    def as_of(self, at_ms: int) -> dict[str, BookOrder]:
+        """Each order in the state it was in at ``at_ms``; orders placed later are absent."""
+        view: dict[str, BookOrder] = {}
+        for key, states in self._states.items():
+            shown = [entry for began_ms, entry in states if began_ms <= at_ms]
+            if shown:
+                view[key] = shown[-1]
+        return view
+
+
 @dataclass(frozen=True, slots=True)
 class OrdersQuery:
     """The filters of one ``GET /portfolio/orders`` request."""
@@ -205,6 +233,7 @@ __all__ = [
     "BadOrdersQuery",
     "BookOrder",
     "BookStatus",
+    "Listing",
     "OrdersQuery",
     "iso_time",
     "orders_page",

@@ -15,7 +15,6 @@ from typing import Any, Final
 
 import orjson
 
-from executor.clock import wall_ms
 from executor.fake.orders import BookOrder, BookStatus
 from executor.fake.routes import ErrorReply
 
@@ -89,13 +88,12 @@ def parse_order(body: bytes) -> dict[str, Any]:
     return dict(order)
 
 
-def book_entry(order: dict[str, Any], response: dict[str, Any]) -> BookOrder:
-    """The order book's record of an order just placed, from its request and response.
+def book_entry(order: dict[str, Any], response: dict[str, Any], now_ms: int) -> BookOrder:
+    """The order book's record of an order placed at ``now_ms``, from its request and response.
 
     Only the published order-response fields are read (``order_id``, ``fill_count``,
     ``average_fee_paid``); the status follows from them and the time in force.
     """
-    now_ms = wall_ms()
     price, filled = Decimal(order["price"]), Decimal(response["fill_count"])
     paid = price if order["side"] == "bid" else 1 - price
     fee = Decimal(response.get("average_fee_paid") or 0)

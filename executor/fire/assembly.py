@@ -9,14 +9,15 @@ exists (a refused start leaves no file behind):
   left last.
 - stage two, :func:`open_order_path`, entered after telemetry is open (and the database proven
   writable) and before the socket is published, left after the fires nursery is done, before
-  telemetry closes. In order: reconciliation of the rows earlier runs left unresolved
-  (``executor.exchange.reconcile``; the corrections committed first), the risk gate's warm start
-  from the corrected ``orders_fired`` (a worker thread), the shadow lane (closed and drained at
-  exit) and the pollers (the account poll, first poll before serving, later polls also following
-  resting orders while the exchange's stream is not trusted; the heartbeat; the stream,
-  ``executor.exchange.stream``, unless ``--stream off``; and the book guard,
-  ``executor.fire.book_guard``, which carries a kill-switch engage or an audit outage to the
-  exchange's book, after this run's order group is recorded in the database).
+  telemetry closes. In order: reconciliation of the rows earlier runs left open, from as far back
+  as the exchange lists orders (``executor.exchange.reconcile``; the corrections committed first),
+  the risk gate's warm start from the corrected ``orders_fired`` (a worker thread), the shadow
+  lane (closed and drained at exit) and the pollers (the account poll, first poll before serving,
+  later polls also following every open order, only those of unknown outcome while the
+  exchange's stream is trusted; the heartbeat; the stream, ``executor.exchange.stream``, unless
+  ``--stream off``; and the book guard, ``executor.fire.book_guard``, which carries a kill-switch
+  engage or an audit outage to the exchange's book, after this run's order group is recorded in
+  the database).
 
 :class:`OrderPathFactory` is what the server is given: the two stages, in the order it enters them.
 Every start-up failure is one :class:`~executor.config.StartupError` line. Exit order: pollers
@@ -39,7 +40,6 @@ from executor.clock import clock_domain, wall_ms
 from executor.decide.killswitch import KillSwitch
 from executor.decide.recent_orders import load_recent_orders
 from executor.decide.risk import RiskGate
-from executor.decide.risk_limits import DAY_MS
 from executor.exchange.account import (
     HEARTBEAT_INTERVAL_S,
     HEARTBEAT_PROCESS,
@@ -65,7 +65,7 @@ from executor.exchange.transport import ExchangeClient
 from executor.fire.book_guard import BookGuard, book_guard, record_run_group
 from executor.fire.exchange_side import ExchangeSide, open_exchange_side, silent
 from executor.fire.path import FirePath, OrderPath
-from executor.recording.open_orders import load_open_orders, write_corrections
+from executor.recording.open_orders import LIVE_WINDOW_MS, load_open_orders, write_corrections
 from executor.settings import Settings
 from executor.signer import KalshiSigner
 from executor.telemetry import Telemetry, row_fields
@@ -294,7 +294,7 @@ async def _reconcile_earlier_runs(reconciler: Reconciler, telemetry_db: Path) ->
     Blocking reads and the one commit run in worker threads. A correction that cannot be
     committed is logged with its row; the row keeps its marker for the next start-up.
     """
-    since_ms = wall_ms() - DAY_MS  # the warm start's window
+    since_ms = wall_ms() - LIVE_WINDOW_MS  # as far back as the exchange's listing covers
     rows = await trio.to_thread.run_sync(load_open_orders, telemetry_db, since_ms)
     collected = CollectedRows()
     await reconciler.reconcile_at_startup(rows, sink=collected)

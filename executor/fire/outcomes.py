@@ -37,7 +37,7 @@ class FireCounters:
     reconciled: int = 0
     """Orders of unknown outcome the exchange had (their rows corrected; start-up's included)."""
     reconcile_failed: int = 0
-    """Orders of unknown outcome the exchange did not have, or could not be asked about."""
+    """Orders of unknown outcome the exchange does not have, by its own data (absent)."""
     presigned: int = 0
     signed_inline: int = 0
     refused_audit: int = 0
@@ -60,6 +60,11 @@ class FireCounters:
     """Times a write (an order, a cancel, a group call) waited for rate-limit tokens."""
     read_token_waits: int = 0
     """Times a read (the poll, a lookup) waited for rate-limit tokens."""
+
+    lookups_unknown: int = 0
+    """Lookups that ended neither found nor absent (the row stays open and is asked again)."""
+    orders_open: int = 0
+    """Orders followed now because the exchange has not said how they ended (a gauge)."""
 
 
 class BookCounters(Protocol):

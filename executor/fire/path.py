@@ -187,6 +187,8 @@ class FirePath:
         if reconciler is not None:
             counts["reconciled"] = reconciler.reconciled
             counts["reconcile_failed"] = reconciler.reconcile_failed
+            counts["lookups_unknown"] = reconciler.lookups_unknown
+            counts["orders_open"] = reconciler.orders_open
         client = None if self.orders is None else self.orders.dispatcher.client
         counts["presigned"] = int(getattr(client, "presigned", 0))
         counts["signed_inline"] = int(getattr(client, "signed_inline", 0))

@@ -58,6 +58,10 @@ class ServerStatistics:
     """Times a write (order, cancel, order group) waited for rate-limit tokens."""
     read_token_waits: int = 0
     """Times a read (account poll, lookup) waited for rate-limit tokens."""
+    lookups_unknown: int = 0
+    """Order lookups that ended neither found nor absent (the row stays open, asked again)."""
+    orders_open: int = 0
+    """Orders followed now because the exchange has not said how they ended (a gauge)."""
 
     def counters_line(self) -> str:
         """The first exit line, in the C++ port's key=value format plus this executor's keys."""
@@ -73,8 +77,9 @@ class ServerStatistics:
 
     def later_counters(self) -> str:
         """The keys the exit line gained after ``log_dropped``, oldest first (reconciliation's,
-        signing ahead's, the audit trail's, the stream's, the book's and the rate limits'), which
-        the command line prints after every older key; a new key goes at the end."""
+        signing ahead's, the audit trail's, the stream's, the book's and the rate limits', the
+        three-state lookups'), which the command line prints after every older key; a new key
+        goes at the end."""
         return (
             f"reconciled={self.reconciled} reconcile_failed={self.reconcile_failed} "
             f"presigned={self.presigned} signed_inline={self.signed_inline} "
@@ -87,7 +92,8 @@ class ServerStatistics:
             f"stream_orders_applied={self.stream_orders_applied} "
             f"cancels_sent={self.cancels_sent} cancels_failed={self.cancels_failed} "
             f"order_group_triggered={self.order_group_triggered} "
-            f"write_token_waits={self.write_token_waits} read_token_waits={self.read_token_waits}"
+            f"write_token_waits={self.write_token_waits} read_token_waits={self.read_token_waits} "
+            f"lookups_unknown={self.lookups_unknown} orders_open={self.orders_open}"
         )
 
 

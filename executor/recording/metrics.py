@@ -87,6 +87,7 @@ _GAUGES: Final = {
     "connections_open": "connections open now",
     "stream_connected": "1 while the exchange's stream is connected and reconciled, else 0",
     "order_group_triggered": "1 while this executor has its order group triggered",
+    "orders_open": "orders followed now because the exchange has not said how they ended",
 }
 """ServerStatistics fields that go up and down; every other int field is a counter."""
 

@@ -1,15 +1,18 @@
 """The ``orders_fired`` rows whose outcome is still to be learned, and reconciliation's words.
 
 At start-up, before the socket is published, the executor asks the exchange about every order of
-the warm-start window that did not reach a final state (``executor.exchange.reconcile``). This
-module finds them: rows whose status is ``pending`` (the run died between sending and the
+the last :data:`LIVE_WINDOW_MS` that did not reach a final state (``executor.exchange.reconcile``).
+This module finds them: rows whose status is ``pending`` (the run died between sending and the
 resolution), ``submitted`` (an answer without a fill count), ``accepted`` (resting on the book
 when the run ended; likewise a good_till_canceled ``filled`` row with contracts remaining), or
 ``error`` with an outcome the dispatcher could not know (its ``error_message`` starts with
 :data:`OUTCOME_UNKNOWN_PREFIX`, or is the shutdown text: a dispatch cut while its request may have
-been on the wire). Every other ``error`` (a 4xx, a connect failure) was a definite refusal and is
-left alone. :func:`startup_cause` says why a row is unresolved; :func:`rests` whether its order
-may still be on the book.
+been on the wire). An ``error`` row the exchange was found not to have
+(:data:`NO_SUCH_ORDER_PREFIX`) is read again too: within the live window "absent" is never the
+last word (an exchange that listed late once fooled four lookups). Every other ``error`` (a 4xx,
+a connect failure) was a definite refusal and is left alone. :func:`is_open` is the same rule on
+one row; :func:`startup_cause` says why a row is unresolved; :func:`rests` whether its order may
+still be on the book.
 
 The ``error_message`` prefixes reconciliation writes live here too, beside the query that reads
 them (and ``executor stats``, which counts them): one vocabulary for the writer and the readers.
@@ -43,6 +46,13 @@ RECONCILED_PREFIX: Final = "reconciled with the exchange after: "
 NO_SUCH_ORDER_PREFIX: Final = "the exchange has no such order after: "
 """How an ``error`` row begins when the exchange, asked, did not have the order."""
 
+LIVE_WINDOW_MS: Final = 30 * 24 * 3600 * 1000
+"""How far back (ms) the exchange's live ``GET /portfolio/orders`` is taken to list every order,
+so start-up asks again about rows this young and a lookup may conclude "absent" for them. Kalshi
+targets 3 months for its live tier and moves the cutoff forward in steps it does not publish
+(getting_started_historical_data.md); a month sits well inside that whatever the step. A guess
+at the step, not a published figure; older rows would need ``GET /historical/orders``."""
+
 _COLUMNS: Final = (
     "correlation_id, client_order_id, kalshi_order_id, ticker, correlation_group, outcome_side,"
     " count, price_dollars, time_in_force, self_trade_prevention_type, post_only, status,"
@@ -50,13 +60,24 @@ _COLUMNS: Final = (
     " requested_at_ms, submitted_at_ms, acknowledged_at_ms"
 )
 
-_OPEN_ORDERS_SQL: Final = (
-    f"SELECT {_COLUMNS} FROM orders_fired WHERE requested_at_ms > ? AND ("
-    " status IN ('pending', 'submitted', 'accepted')"
+OPEN_ROWS_WHERE: Final = (
+    "(status IN ('pending', 'submitted', 'accepted')"
     " OR (status = 'filled' AND time_in_force = 'good_till_canceled'"
     "     AND CAST(remaining_count AS REAL) > 0)"
     " OR (status = 'error' AND kalshi_order_id IS NULL"
     "     AND (substr(error_message, 1, ?) = ? OR error_message = ?)))"
+)
+"""The rows whose outcome is still to be learned, as SQL (:data:`OPEN_ROWS_PARAMS` fill it):
+what the account poll follows and start-up asks about (``executor stats`` counts them)."""
+OPEN_ROWS_PARAMS: Final = (
+    len(OUTCOME_UNKNOWN_PREFIX),
+    OUTCOME_UNKNOWN_PREFIX,
+    CANCELLED_AT_SHUTDOWN,
+)
+
+_OPEN_ORDERS_SQL: Final = (
+    f"SELECT {_COLUMNS} FROM orders_fired WHERE requested_at_ms > ? AND ({OPEN_ROWS_WHERE}"
+    " OR (status = 'error' AND kalshi_order_id IS NULL AND substr(error_message, 1, ?) = ?))"
     " ORDER BY requested_at_ms, id"
 )
 
@@ -66,10 +87,12 @@ GOOD_TILL_CANCELED: Final = "good_till_canceled"
 
 
 def startup_cause(row: OrderRow) -> str | None:
-    """Why an earlier run's row is unresolved (None for a resting order, which is followed)."""
+    """Why an earlier run's row is unresolved (None for a resting order, which is followed); an
+    ``error`` row's cause without the marker it carries (outcome unknown, or no such order)."""
     message = row.error_message or ""
     if row.status is OrderStatus.ERROR:
-        return message.removeprefix(OUTCOME_UNKNOWN_PREFIX) or CANCELLED_AT_SHUTDOWN
+        cause = message.removeprefix(OUTCOME_UNKNOWN_PREFIX).removeprefix(NO_SUCH_ORDER_PREFIX)
+        return cause or CANCELLED_AT_SHUTDOWN
     if row.status in (OrderStatus.PENDING, OrderStatus.SUBMITTED):
         return f"left {row.status} by an earlier run"
     return None
@@ -88,8 +111,23 @@ def rests(row: OrderRow) -> bool:
         return False
 
 
+def is_open(row: OrderRow) -> bool:
+    """Whether the exchange has still to say how ``row``'s order ended (:data:`OPEN_ROWS_WHERE`
+    on one row): pending, submitted, accepted, resting partly filled, or an unknown outcome."""
+    if row.status in (OrderStatus.PENDING, OrderStatus.SUBMITTED, OrderStatus.ACCEPTED):
+        return True
+    if row.status is OrderStatus.FILLED:
+        return rests(row)
+    if row.status is OrderStatus.ERROR and row.kalshi_order_id is None:
+        message = row.error_message or ""
+        return message.startswith(OUTCOME_UNKNOWN_PREFIX) or message == CANCELLED_AT_SHUTDOWN
+    return False
+
+
 def load_open_orders(db_path: Path, since_ms: int) -> list[OrderRow]:
-    """The rows requested after ``since_ms`` whose outcome is still to be learned, oldest first.
+    """The rows requested after ``since_ms`` whose outcome is still to be learned, and those the
+    exchange was found not to have, oldest first (start-up passes now less
+    :data:`LIVE_WINDOW_MS`).
 
     The file is opened read-only; a missing file or one without ``orders_fired`` gives ``[]``.
 
@@ -99,7 +137,7 @@ def load_open_orders(db_path: Path, since_ms: int) -> list[OrderRow]:
     rows = read_orders_fired(
         db_path,
         _OPEN_ORDERS_SQL,
-        (since_ms, len(OUTCOME_UNKNOWN_PREFIX), OUTCOME_UNKNOWN_PREFIX, CANCELLED_AT_SHUTDOWN),
+        (since_ms, *OPEN_ROWS_PARAMS, len(NO_SUCH_ORDER_PREFIX), NO_SUCH_ORDER_PREFIX),
     )
     names = [name.strip() for name in _COLUMNS.split(",")]
     opened: list[OrderRow] = []
@@ -129,9 +167,13 @@ def write_corrections(db_path: Path, rows: list[OrderRow]) -> BatchOutcome:
 
 __all__ = [
     "CANCELLED_AT_SHUTDOWN",
+    "LIVE_WINDOW_MS",
     "NO_SUCH_ORDER_PREFIX",
+    "OPEN_ROWS_PARAMS",
+    "OPEN_ROWS_WHERE",
     "OUTCOME_UNKNOWN_PREFIX",
     "RECONCILED_PREFIX",
+    "is_open",
     "load_open_orders",
     "rests",
     "startup_cause",

@@ -23,6 +23,8 @@ from typing import Any, Final
 from executor.recording.open_orders import (
     CANCELLED_AT_SHUTDOWN,
     NO_SUCH_ORDER_PREFIX,
+    OPEN_ROWS_PARAMS,
+    OPEN_ROWS_WHERE,
     OUTCOME_UNKNOWN_PREFIX,
     RECONCILED_PREFIX,
 )
@@ -275,11 +277,13 @@ def read_orders(connection: sqlite3.Connection, since_ms: int | None) -> dict[st
 def _read_reconciliation(
     connection: sqlite3.Connection, where: str, params: list[Any]
 ) -> dict[str, int]:
-    """Rows the exchange's answer corrected, rows it did not have, rows still unknown.
+    """Rows the exchange's answer corrected, rows it did not have, rows still unknown, and every
+    row still open.
 
     Read from ``error_message``, which reconciliation writes (``executor.exchange.reconcile``):
-    the executor's ``reconciled`` / ``reconcile_failed`` counters over the file's history, less
-    the failures that could not ask the exchange (those rows stay ``outcome_unknown``).
+    the executor's ``reconciled`` / ``reconcile_failed`` counters over the file's history;
+    ``outcome_unknown`` the error rows still to be settled; ``open`` every row the account poll
+    and start-up still ask about (those, pending, submitted, accepted, resting partly filled).
     """
     prefix = f"{where} {'AND' if where else 'WHERE'}"
     (reconciled, failed, unknown) = connection.execute(
@@ -299,10 +303,15 @@ def _read_reconciliation(
             *params,
         ],
     ).fetchone()
+    (still_open,) = connection.execute(
+        f"SELECT COUNT(*) FROM orders_fired {prefix} {OPEN_ROWS_WHERE}",
+        [*params, *OPEN_ROWS_PARAMS],
+    ).fetchone()
     return {
         "reconciled": int(reconciled),
         "reconcile_failed": int(failed),
         "outcome_unknown": int(unknown),
+        "open": int(still_open),
     }
 
 

@@ -47,6 +47,7 @@ from bench.scenarios.variants import main as variants_main
 from executor.clock import clock_domain
 from executor.exchange.transport import (
     ExchangeEndpoint,
+    ExchangeError,
     OrderSpec,
     OrderStamps,
     open_exchange,
@@ -282,7 +283,9 @@ async def test_baseline_sends_the_transports_body_bytes_and_headers(
     endpoint = ExchangeEndpoint(exchange.base_url, credentials.key_id, signer, credentials.ca_file)
     with trio.fail_after(WAIT_S):
         async with open_exchange(endpoint) as client:
-            await client.place_order(expected, OrderStamps(), dry_run=False)
+            # The same client_order_id again: the fake refuses it (409), having received it.
+            with pytest.raises(ExchangeError, match=r"^409 "):
+                await client.place_order(expected, OrderStamps(), dry_run=False)
     transport = [r for r in exchange.received if r.path.endswith("/orders")][-1]
     assert transport.body == baseline.body
     kalshi = ("kalshi-access-key", "content-type")

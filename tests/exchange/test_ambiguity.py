@@ -46,12 +46,13 @@ def body() -> bytes:
 
 
 @pytest.mark.parametrize(
-    ("status", "maybe_placed"), [(400, False), (409, False), (429, False), (500, True), (503, True)]
+    ("status", "maybe_placed"), [(400, False), (409, True), (429, False), (500, True), (503, True)]
 )
 async def test_a_status_says_whether_the_order_may_have_been_placed(
     fake_exchange: FakeExchange, fake_credentials: FakeCredentials, status: int, maybe_placed: bool
 ) -> None:
-    """A 4xx or 429 is a refusal; a 5xx may have been acted on."""
+    """A 4xx or 429 is a refusal; a 5xx may have been acted on; a 409 on an order says it
+    already exists (placed, by an earlier attempt or delivery)."""
     fake_exchange.inject(Fault("status", status=status))
     stamps = OrderStamps()
     with trio.fail_after(10):

@@ -478,9 +478,11 @@ async def test_a_hang_times_out_once_and_is_never_retried(
             assert caught.value.status is None
             assert stamps.attempts == 1
             assert stamps.sent_ns is not None and stamps.ack_ns is None
-            # The ambiguity is real: the hung order was placed, and a resend is idempotent.
-            again = await client.place_order(order_body(yes_spec()), OrderStamps(), dry_run=False)
-    assert again == fake_exchange.orders[CLIENT_ORDER_ID]
+            # The ambiguity is real: the hung order was placed, and a resend is refused.
+            with pytest.raises(ExchangeError) as again:
+                await client.place_order(order_body(yes_spec()), OrderStamps(), dry_run=False)
+    assert again.value.status == 409
+    assert CLIENT_ORDER_ID in fake_exchange.orders
     assert len(order_requests(fake_exchange)) == 2
 
 

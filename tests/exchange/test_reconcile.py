@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 import executor.exchange.transport as transport_module
 from executor.clock import wall_ms
 from executor.exchange.messages import ExchangeError
-from executor.exchange.order_lookup import parse_exchange_order
+from executor.exchange.order_lookup import ABSENCE_MARGIN_MS, parse_exchange_order
 from executor.exchange.reconcile import (
     MIN_TS_MARGIN_S,
     RECONCILE_TRIES,
@@ -155,11 +155,13 @@ async def test_a_dropped_connection_after_a_kill_is_reconciled_as_canceled(
     assert order_posts(fake_exchange) == 1
 
 
-async def test_an_order_the_exchange_never_had_stays_error_with_no_such_order(
+async def test_an_order_the_exchange_never_had_is_unknown_until_its_data_covers_the_send(
     fake_exchange: FakeExchange, fake_credentials: FakeCredentials
 ) -> None:
-    """Not placed (hang without place): every try answers without it, the row stays ``error``
-    with the "no such order" message, counted as a failure, and nothing is re-sent."""
+    """Not placed (hang without place), asked right after the send: every try misses it but the
+    exchange's data is not yet past the send plus the margin, so the row stays open and
+    followed (unknown, nothing written); once the exchange's clock is past that, the next poll
+    writes ``error`` "no such order", counted as a failure; nothing is ever re-sent."""
     fake_exchange.inject(Fault("hang"))
     sink = Rows()
     async with transport(fake_exchange, fake_credentials) as client:
@@ -168,12 +170,18 @@ async def test_an_order_the_exchange_never_had_stays_error_with_no_such_order(
         reconciler = Reconciler(client, sink, delays_s=NO_WAIT)
         with capture_logs() as logs:
             resolution = await reconciler.resolve(sent_row("c" * 32), "no response within 0.5 s")
+        assert resolution.verdict is Verdict.UNKNOWN and resolution.error is None
+        assert sink.rows == [] and len(lookups(fake_exchange)) == RECONCILE_TRIES
+        assert (reconciler.lookups_unknown, reconciler.orders_open) == (1, 1)
+        assert [entry["event"] for entry in logs] == ["order not listed yet: outcome still unknown"]
+        fake_exchange.clock = lambda: wall_ms() + ABSENCE_MARGIN_MS + 1_000
+        with capture_logs() as logs:
+            await reconciler.poll_resting()
     (row,) = sink.rows
-    assert resolution.verdict is Verdict.ABSENT
     assert row.status is OrderStatus.ERROR and row.kalshi_order_id is None
     assert row.error_message == NO_SUCH_ORDER_PREFIX + "no response within 0.5 s"
     assert (reconciler.reconciled, reconciler.reconcile_failed) == (0, 1)
-    assert len(lookups(fake_exchange)) == RECONCILE_TRIES
+    assert reconciler.orders_open == 0
     assert order_posts(fake_exchange) == 1
     assert [entry["event"] for entry in logs] == [
         "reconcile failed: the exchange has no such order"
@@ -223,20 +231,22 @@ class FailingReader:
 
 
 async def test_an_exchange_that_cannot_be_asked_leaves_the_row_for_later() -> None:
-    """Every lookup failing: no row is written (it keeps its outcome-unknown marker for the
-    next start-up), the failure is counted and logged at ERROR with the reason."""
+    """Every request failing: no row is written (it keeps its outcome-unknown marker for the
+    poll and the next start-up), the lookup ends unknown and is counted so, logged at ERROR
+    with the reason; each try asked the timestamp and the listing."""
     reader, sink = FailingReader(), Rows()
     reconciler = Reconciler(reader, sink, delays_s=NO_WAIT)
     row = sent_row("e" * 32)
     with capture_logs() as logs:
         resolution = await reconciler.resolve(row, "no response within 0.5 s")
-    assert resolution.verdict is Verdict.UNANSWERED and resolution.row == row
+    assert resolution.verdict is Verdict.UNKNOWN and resolution.row == row
     assert resolution.error is not None and "refused" in resolution.error
     assert sink.rows == []
-    assert reader.calls == RECONCILE_TRIES
-    assert reconciler.reconcile_failed == 1
+    assert reader.calls == 2 * RECONCILE_TRIES
+    assert (reconciler.reconcile_failed, reconciler.lookups_unknown) == (0, 1)
+    assert reconciler.orders_open == 1
     assert [(entry["event"], entry["log_level"]) for entry in logs] == [
-        ("reconcile failed: the exchange could not be asked", "error")
+        ("order lookup unanswered: outcome still unknown", "error")
     ]
 
 
@@ -346,8 +356,9 @@ def test_an_earlier_runs_row_says_why_it_is_unresolved() -> None:
 async def test_start_up_resolves_an_earlier_runs_rows_in_one_summary(
     fake_exchange: FakeExchange, fake_credentials: FakeCredentials
 ) -> None:
-    """Four rows left by an earlier run (one filled, one killed, one resting, one never placed)
-    are corrected in one pass and summed up in one line; the resting one is followed."""
+    """Four rows left by an earlier run (one filled, one killed, one resting, one never placed
+    and sent a minute ago, so the exchange's data covers it) are corrected in one pass and
+    summed up in one line; the resting one is followed."""
     sink = Rows()
     async with transport(fake_exchange, fake_credentials) as client:
         await client.place_order(order_body(spec("1" * 32)), OrderStamps(), dry_run=False)
@@ -367,7 +378,13 @@ async def test_start_up_resolves_an_earlier_runs_rows_in_one_summary(
                 error_message=None,
                 time_in_force="good_till_canceled",
             ),
-            sent_row("4" * 32, status=OrderStatus.PENDING, error_message=None),
+            sent_row(
+                "4" * 32,
+                status=OrderStatus.PENDING,
+                error_message=None,
+                requested_at_ms=wall_ms() - 60_000,
+                submitted_at_ms=wall_ms() - 60_000,
+            ),
         ]
         reconciler = Reconciler(client, sink, fills=sink, delays_s=NO_WAIT)
         with capture_logs() as logs:

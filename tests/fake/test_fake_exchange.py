@@ -39,7 +39,7 @@ from executor.exchange.transport import (
     OrderStamps,
     order_body,
 )
-from executor.fake.account import FakeAccount
+from executor.fake.account import ORDER_EXISTS_CODE, ORDER_EXISTS_MESSAGE, FakeAccount
 from executor.fake.cli import main as fake_main
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault, never_fill
 from executor.signer import KalshiSigner
@@ -151,29 +151,38 @@ async def test_a_fill_beyond_the_balance_is_refused(
     assert fake_exchange.balance_cents == 100
 
 
-async def test_a_repeated_client_order_id_returns_the_same_order(
+async def test_a_repeated_client_order_id_is_a_409_and_places_nothing(
     fake_exchange: FakeExchange, fake_credentials: FakeCredentials
 ) -> None:
-    """Placing one client_order_id twice answers the first order again and charges once."""
+    """Placing one client_order_id twice answers the second with 409 "already exists", as
+    Kalshi does, and the account moves once."""
     async with transport(fake_exchange, fake_credentials) as client:
         first = await place(client, spec())
         balance = fake_exchange.balance_cents
-        second = await place(client, spec())
-    assert second == first
+        with pytest.raises(ExchangeError) as caught:
+            await place(client, spec())
+    assert caught.value.status == 409
+    assert str(caught.value) == f"409 {ORDER_EXISTS_CODE}: {ORDER_EXISTS_MESSAGE}"
+    assert fake_exchange.orders["a" * 32] == first
     assert fake_exchange.balance_cents == balance
     assert fake_exchange.positions == {"KXTEST-26JAN01-T1": 3.0}
 
 
-async def test_the_duplicate_fault_applies_an_order_twice_but_charges_once(
+async def test_the_duplicate_fault_places_once_and_answers_the_repeat(
     fake_exchange: FakeExchange, fake_credentials: FakeCredentials
 ) -> None:
-    """A repeated delivery of one request finds the client_order_id the second time."""
+    """A request delivered twice places the order once; the client hears the repeat's 409."""
     fake_exchange.inject(Fault("duplicate"))
     async with transport(fake_exchange, fake_credentials) as client:
-        response = await place(client, spec())
-    assert response == fake_exchange.orders["a" * 32]
+        with pytest.raises(ExchangeError) as caught:
+            await place(client, spec())
+    assert caught.value.status == 409
+    assert "a" * 32 in fake_exchange.orders
     assert fake_exchange.positions == {"KXTEST-26JAN01-T1": 3.0}
-    assert fake_exchange.received[-1].fault == "duplicate"
+    assert (fake_exchange.received[-1].fault, fake_exchange.received[-1].status) == (
+        "duplicate",
+        409,
+    )
 
 
 async def test_a_latency_fault_delays_the_answer(

@@ -279,6 +279,24 @@ async def test_a_drop_after_place_is_placed_and_the_connection_closed(
     assert fake_exchange.balance_cents == 100_000 - 126 - 6  # charged once (3 x $0.02 fee)
 
 
+async def test_a_status_fault_after_place_places_the_order_and_answers_the_status(
+    fake_exchange: FakeExchange, fake_credentials: FakeCredentials
+) -> None:
+    """``Fault("status", place=True)``: the order is placed (listed, charged) and the answer is
+    the injected status, here a 201 with an error object and no order; without ``place`` the
+    same fault places nothing (its twin)."""
+    fake_exchange.inject(
+        Fault("status", status=201, code="some_code", message="no order here", place=True),
+        Fault("status", status=201, code="some_code", message="no order here"),
+    )
+    async with transport(fake_exchange, fake_credentials) as client:
+        placed = await place(client, spec("7" * 32))
+        not_placed = await place(client, spec("8" * 32))
+        listed = await list_all(client, ticker=TICKER)
+    assert placed == not_placed == {"code": "some_code", "message": "no order here"}
+    assert [order["client_order_id"] for order in listed] == ["7" * 32]
+
+
 def test_the_command_queues_faults_for_the_first_orders(tmp_path: Path) -> None:
     """``--fault hang-after-place``: the first order is placed and never answered, the second
     is answered, and both are listed."""

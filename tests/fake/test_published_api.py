@@ -21,7 +21,11 @@ import pytest
 from executor.fake.account import (
     BATCH_CANCEL_PATH,
     ENDPOINTS,
+    ONE_ORDER_PATH,
+    ORDER_EXISTS_CODE,
+    ORDER_EXISTS_MESSAGE,
     ORDER_GROUPS_PATH,
+    USER_DATA_TIMESTAMP_PATH,
     FakeAccount,
 )
 from executor.fake.exchange import (
@@ -85,8 +89,8 @@ async def call_and_validate(
 async def test_order_answers_are_published_create_order_v2_responses(
     fake_exchange: FakeExchange, fake_credentials: FakeCredentials
 ) -> None:
-    """A fill, a kill, a resting order and a repeat each answer 201 with a schema-valid body
-    carrying ts_ms (the matching engine's time, Unix ms)."""
+    """A fill, a kill and a resting order each answer 201 with a schema-valid body carrying
+    ts_ms (the matching engine's time, Unix ms); a repeat answers the published 409."""
     async with signed_client(fake_exchange, fake_credentials) as client:
         before_ms = time.time_ns() // 1_000_000
         filled = await call_and_validate(client, "POST", ORDER_PATH, order("1" * 32))
@@ -96,10 +100,9 @@ async def test_order_answers_are_published_create_order_v2_responses(
         )
         fake_exchange.fill_rule = lambda _order: False
         killed = await call_and_validate(client, "POST", ORDER_PATH, order("3" * 32))
-    assert {filled.status_code, again.status_code, resting.status_code, killed.status_code} == {
-        201
-    }
-    assert again.json() == filled.json()
+    assert {filled.status_code, resting.status_code, killed.status_code} == {201}
+    assert again.status_code == 409
+    assert again.json() == {"code": ORDER_EXISTS_CODE, "message": ORDER_EXISTS_MESSAGE}
     assert before_ms <= filled.json()["ts_ms"] <= time.time_ns() // 1_000_000
     assert "average_fill_price" not in killed.json()  # only present when fill_count > 0
 
@@ -236,8 +239,8 @@ def test_the_validator_refuses_what_the_fake_used_to_send() -> None:
 def test_every_endpoint_the_fake_serves_is_published(path: str, method: str) -> None:
     """Each endpoint the fake serves answers a plain request with a schema-valid body (orders of
     every outcome on the book first, one resting in an order group, and a batch cancel naming an
-    order that rests and one that does not), so a new endpoint is checked as soon as it is
-    served."""
+    order that rests and one that does not; a path's ``{order_id}`` is the resting order's), so a
+    new endpoint is checked as soon as it is served."""
     account = FakeAccount()
     _, created = account.answer("POST", f"{ORDER_GROUPS_PATH}/create", "", b'{"contracts_limit":9}')
     group_id = orjson.loads(created)["order_group_id"]
@@ -254,6 +257,42 @@ def test_every_endpoint_the_fake_serves_is_published(path: str, method: str) -> 
         ),
     }
     body = bodies.get((method, path), b"")
-    status, payload = account.answer(method, path.replace("{order_group_id}", group_id), "", body)
+    asked = path.replace("{order_group_id}", group_id)
+    asked = asked.replace("{order_id}", account.orders["2" * 32]["order_id"])
+    status, payload = account.answer(method, asked, "", body)
     assert 200 <= status < 300, payload
     validate_response(path, method, status, payload)
+
+
+def test_the_endpoints_added_for_lookups_are_served() -> None:
+    """The list of served endpoints includes one order by id and the user data timestamp, so
+    the test above validates them (a route dropped from the table fails here, not silently)."""
+    assert (ONE_ORDER_PATH, "GET") in ENDPOINTS
+    assert (USER_DATA_TIMESTAMP_PATH, "GET") in ENDPOINTS
+
+
+async def test_one_order_and_the_user_data_timestamp_answer_published_bodies(
+    fake_exchange: FakeExchange, fake_credentials: FakeCredentials
+) -> None:
+    """Over TLS, signed: one order by id (200 GetOrderResponse, 404 for an unknown id) and the
+    user data timestamp (an RFC 3339 ``as_of_time``) validate against the published files."""
+    async with signed_client(fake_exchange, fake_credentials) as client:
+        placed = await call_and_validate(client, "POST", ORDER_PATH, order("5" * 32))
+        one_path = ONE_ORDER_PATH.replace("{order_id}", placed.json()["order_id"])
+        found = await client.get(one_path)
+        missing = await client.get(ONE_ORDER_PATH.replace("{order_id}", "no-such-order"))
+        stamp = await call_and_validate(client, "GET", USER_DATA_TIMESTAMP_PATH)
+    for answer in (found, missing):
+        validate_response(ONE_ORDER_PATH, "GET", answer.status_code, answer.content)
+    assert (found.status_code, missing.status_code) == (200, 404)
+    assert found.json()["order"]["client_order_id"] == "5" * 32
+    assert missing.json()["code"] == "not_found"
+    assert stamp.status_code == 200 and set(stamp.json()) == {"as_of_time"}
+
+
+def test_the_validator_refuses_a_timestamp_that_is_not_a_date_time() -> None:
+    """The date-time format is checked: an epoch number or a bare date as ``as_of_time`` fails
+    (so the fake's ISO stamp above is validated, not waved through)."""
+    for bad in ({"as_of_time": 1_700_000_000}, {"as_of_time": "yesterday"}, {}):
+        with pytest.raises(pytest.fail.Exception, match="does not match"):
+            validate_response(USER_DATA_TIMESTAMP_PATH, "GET", 200, bad)

@@ -72,11 +72,14 @@ def test_every_book_change_is_announced_to_the_watchers() -> None:
     ]
 
 
-def test_an_idempotent_repeat_is_not_a_new_placement() -> None:
-    """The same client_order_id again answers the first order and announces nothing new."""
+def test_a_repeated_client_order_id_is_not_a_new_placement() -> None:
+    """The same client_order_id again answers 409 and announces nothing new."""
     account = FakeAccount()
     seen: list[BookEvent] = []
     account.watchers.append(seen.append)
-    for _ in range(2):
-        account.answer("POST", ORDER_PATH, "", _order("a" * 32, "fill_or_kill"))
+    statuses = [
+        account.answer("POST", ORDER_PATH, "", _order("a" * 32, "fill_or_kill"))[0]
+        for _ in range(2)
+    ]
+    assert statuses == [201, 409]
     assert len(seen) == 1

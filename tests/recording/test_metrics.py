@@ -117,8 +117,8 @@ def test_scrape_matches_the_exit_lines(spawner: Spawner, short_dir: Path) -> Non
     server, telemetry = exit_counters(executor.stderr_lines())
     assert server["frames"] == accepted + 1
     for key, value in server.items():
-        gauges = {"stream_connected", "order_group_triggered"}  # 1 while connected / triggered
-        suffix = "" if key in gauges else "_total"
+        gauges = {"stream_connected", "order_group_triggered", "orders_open"}
+        suffix = "" if key in gauges else "_total"  # 1 while connected / triggered; followed now
         assert scraped[f"trio_executor_{key}{suffix}"] == value, key
     for key, value in telemetry.items():
         suffix = "" if key == "audit_unavailable" else "_total"  # a gauge: 1 while unavailable

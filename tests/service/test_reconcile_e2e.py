@@ -16,13 +16,19 @@ import trio
 from structlog.testing import capture_logs
 
 import executor.exchange.account as account_module
+import executor.exchange.order_lookup as order_lookup_module
 import executor.exchange.reconcile as reconcile_module
 import executor.exchange.transport as transport_module
 from executor.decide.risk import RiskLimits
 from executor.exchange.transport import ORDERS_PATH
+from executor.fake.account import ORDER_EXISTS_CODE, ORDER_EXISTS_MESSAGE
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault, never_fill
 from executor.recording.metrics import ExecutorCollector
-from executor.recording.open_orders import NO_SUCH_ORDER_PREFIX, RECONCILED_PREFIX
+from executor.recording.open_orders import (
+    NO_SUCH_ORDER_PREFIX,
+    OUTCOME_UNKNOWN_PREFIX,
+    RECONCILED_PREFIX,
+)
 from executor.stats.command import stats_main
 from executor.wire.client import connect
 from tests.service.test_fire_e2e import (
@@ -41,9 +47,11 @@ WAIT_S = 20.0
 
 @pytest.fixture(autouse=True)
 def quick_timeouts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Orders give up after 0.5 s and lookups follow each other at once."""
+    """Orders give up after 0.5 s, lookups follow each other at once, and the exchange's data
+    covers a send as soon as it is stamped after it (no margin: the fake's clock is ours)."""
     monkeypatch.setattr(transport_module, "ORDER_TIMEOUT_S", 0.5)
     monkeypatch.setattr(reconcile_module, "RECONCILE_DELAYS_S", (0.0, 0.0, 0.0))
+    monkeypatch.setattr(order_lookup_module, "ABSENCE_MARGIN_MS", 0)
 
 
 async def settled(running: RunningServer, *, reconciled: int, failed: int) -> None:
@@ -68,6 +76,26 @@ async def dispatches_done(running: RunningServer) -> None:
     with trio.fail_after(WAIT_S):
         while orders.risk.in_flight:  # noqa: ASYNC110
             await trio.sleep(0.01)
+
+
+async def trade_one(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    exchange: FakeExchange,
+    credentials: FakeCredentials,
+    correlation_id: str,
+    *,
+    reconciled: int,
+    failed: int,
+) -> RunningServer:
+    """Start an executor on the fake, send one real wake, wait until its reconciliation is
+    counted, and stop it (the database stays for the test to read)."""
+    running = await start_trading(nursery, short_dir, exchange, credentials)
+    async with connect(running.socket_path) as client:
+        await client.request(real_wake(correlation_id))
+        await settled(running, reconciled=reconciled, failed=failed)
+    await running.shutdown()
+    return running
 
 
 def metric(running: RunningServer, name: str) -> float:
@@ -185,6 +213,7 @@ async def test_an_order_the_exchange_never_had_stays_error_and_stats_show_it(
         "reconciled": 0,
         "reconcile_failed": 1,
         "outcome_unknown": 0,
+        "open": 0,
     }
     assert stats_main(["--telemetry-db", str(running.db_path)]) == 0
     assert "reconciliation: reconciled=0 reconcile_failed=1" in capsys.readouterr().out
@@ -253,15 +282,86 @@ async def test_a_5xx_on_the_last_attempt_is_looked_up(
     fake_exchange: FakeExchange,
     fake_credentials: FakeCredentials,
 ) -> None:
-    """Three 503s: the exchange may have taken the order, so it is asked; it has none, and the
-    row says so after the 503's text."""
+    """Three 503s: the exchange may have taken the order, so it is asked; it has none (its data
+    already covers the send, so one try settles it), and the row says so after the 503's
+    text."""
     fake_exchange.inject(*[Fault("status", status=503, message="busy")] * 3)
-    running = await start_trading(nursery, short_dir, fake_exchange, fake_credentials)
-    async with connect(running.socket_path) as client:
-        await client.request(real_wake("busy"))
-        await settled(running, reconciled=0, failed=1)
-    await running.shutdown()
+    running = await trade_one(
+        nursery, short_dir, fake_exchange, fake_credentials, "busy", reconciled=0, failed=1
+    )
     ((status, message),) = query(running.db_path, "SELECT status, error_message FROM orders_fired")
     assert status == "error"
     assert message.startswith(NO_SUCH_ORDER_PREFIX + "503 ") and message.endswith("busy")
-    assert len([r for r in fake_exchange.received if r.path == ORDERS_PATH]) == 4
+    assert len([r for r in fake_exchange.received if r.path == ORDERS_PATH]) == 1
+
+
+async def test_a_409_already_exists_means_placed_looked_up_never_resent(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    fake_exchange: FakeExchange,
+    fake_credentials: FakeCredentials,
+) -> None:
+    """The order reaches the exchange twice (a repeating network): the first delivery places
+    it, the answer the executor hears is the repeat's 409 "already exists". The order is
+    looked up, never re-sent: its row ends ``filled`` with the exchange's id, no error row is
+    left, and it is no dispatch error."""
+    fake_exchange.inject(Fault("duplicate"))
+    running = await trade_one(
+        nursery, short_dir, fake_exchange, fake_credentials, "twice", reconciled=1, failed=0
+    )
+    (placed,) = fake_exchange.orders.values()
+    ((status, order_id, message),) = query(
+        running.db_path, "SELECT status, kalshi_order_id, error_message FROM orders_fired"
+    )
+    assert (status, order_id) == ("filled", placed["order_id"])
+    assert message == RECONCILED_PREFIX + f"409 {ORDER_EXISTS_CODE}: {ORDER_EXISTS_MESSAGE}"
+    assert len(order_posts(fake_exchange)) == 1  # one request (delivered twice), never re-sent
+    stats = running.server.statistics()
+    assert (stats.dispatch_errors, stats.orders_open, stats.lookups_unknown) == (0, 0, 0)
+
+
+async def test_a_2xx_without_an_order_is_reconciled_never_filled_from_it(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    fake_exchange: FakeExchange,
+    fake_credentials: FakeCredentials,
+) -> None:
+    """The exchange takes the order and answers 201 with an error object and no order: the row
+    is reconciled with what the exchange has (here a kill: ``canceled``), not read as an
+    answer, and the order is sent once."""
+    fake_exchange.fill_rule = never_fill
+    fake_exchange.inject(Fault("status", status=201, code="odd", message="no order", place=True))
+    running = await trade_one(
+        nursery, short_dir, fake_exchange, fake_credentials, "odd", reconciled=1, failed=0
+    )
+    ((status, message),) = query(running.db_path, "SELECT status, error_message FROM orders_fired")
+    assert status == "canceled"
+    assert message.startswith(RECONCILED_PREFIX + "answered without an order: ")
+    assert len(order_posts(fake_exchange)) == 1
+
+
+async def test_an_order_not_listed_yet_stays_open_and_is_counted_unknown(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    fake_exchange: FakeExchange,
+    fake_credentials: FakeCredentials,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Never placed, and the exchange's data not yet past the send plus the (real) margin: the
+    fire's lookups end unknown, the row keeps its "outcome unknown" marker, and the executor
+    shows one unknown lookup and one open order (statistics and --metrics)."""
+    monkeypatch.setattr(order_lookup_module, "ABSENCE_MARGIN_MS", 10_000)
+    fake_exchange.inject(Fault("hang"))
+    running = await start_trading(nursery, short_dir, fake_exchange, fake_credentials)
+    async with connect(running.socket_path) as client:
+        await client.request(real_wake("not-yet"))
+        with trio.fail_after(WAIT_S):
+            while running.server.statistics().lookups_unknown < 1:  # noqa: ASYNC110
+                await trio.sleep(0.01)
+    assert metric(running, "trio_executor_orders_open") == 1.0
+    assert metric(running, "trio_executor_lookups_unknown") == 1.0
+    await running.shutdown()
+    ((status, message),) = query(running.db_path, "SELECT status, error_message FROM orders_fired")
+    assert (status, message) == ("error", OUTCOME_UNKNOWN_PREFIX + "no response within 0.5 s")
+    stats = running.server.statistics()
+    assert (stats.reconcile_failed, stats.dispatch_errors, stats.orders_open) == (0, 1, 1)

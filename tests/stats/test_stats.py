@@ -211,7 +211,12 @@ def test_orders_and_heartbeats_when_the_tables_exist(
             {"error_message": "timeout", "count": 3},
             {"error_message": "http 500", "count": 1},
         ],
-        "reconciliation": {"reconciled": 0, "reconcile_failed": 0, "outcome_unknown": 0},
+        "reconciliation": {
+            "reconciled": 0,
+            "reconcile_failed": 0,
+            "outcome_unknown": 0,
+            "open": 5,  # the accepted rows: the exchange has not said how they ended
+        },
     }
     (beat,) = document["heartbeats"]
     assert (beat["process"], beat["pid"], beat["queue_depth"], beat["dropped_rows"]) == (
@@ -227,7 +232,8 @@ def test_reconciled_and_unresolved_orders_are_counted(
     capsys: pytest.CaptureFixture[str], known_db: tuple[Path, dict[tuple[str, str], list[float]]]
 ) -> None:
     """Rows reconciliation corrected, rows the exchange did not have, and rows still of
-    unknown outcome are counted apart (a definite error is none of them)."""
+    unknown outcome are counted apart, and the rows still open (a definite error is none of
+    them; an absent row is not open)."""
     path, _ = known_db
     rows = [
         ("filled", RECONCILED_PREFIX + "no response within 2 s"),
@@ -251,6 +257,7 @@ def test_reconciled_and_unresolved_orders_are_counted(
         "reconciled": 2,
         "reconcile_failed": 1,
         "outcome_unknown": 2,
+        "open": 2,
     }
 
 

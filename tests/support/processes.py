@@ -78,8 +78,12 @@ EXTRA_SERVER_KEYS = (
     "order_group_triggered",
     "write_token_waits",
     "read_token_waits",
+    "lookups_unknown",
+    "orders_open",
 )
 """This executor's additions, at the end of the first counter line."""
+LATER_SERVER_KEYS = EXTRA_SERVER_KEYS[EXTRA_SERVER_KEYS.index("log_dropped") + 1 :]
+"""The keys after ``log_dropped``, oldest first: each new key goes at the end."""
 
 
 TELEMETRY_KEYS = (
