@@ -146,6 +146,8 @@ class ExecutorServer:
             reconcile_failed=fires.reconcile_failed,
             presigned=fires.presigned,
             signed_inline=fires.signed_inline,
+            adopted=fires.adopted,
+            foreign_orders=fires.foreign_orders,
         )
 
     @property
@@ -221,6 +223,7 @@ class ExecutorServer:
                             linger_s=self.config.telemetry_linger_s,
                             observe=observe,
                             require_writable=self.config.order_path is not None,
+                            intent_journal=self.config.order_path is not None,
                         )
                     )
                     await self._serve_published(root, prepared, task_status)

@@ -12,6 +12,14 @@ from the template, hand it to the transport, read the status from the response, 
 the same way and then signed by the shadow lane (``executor.exchange.shadow_lane``); it writes no
 order row.
 
+Before anything is sent, the order's **intent record** (its pending row) is appended to the intent
+journal (``OrderSink.record_intent``, one ``os.write``: ``executor.recording.intent_journal``), so
+an order whose first byte left is known after a SIGKILL. It is the one file-system call between
+the decision and the send, made before the body is built (so ``_build_and_send`` stays free of
+it), named :meth:`OrderDispatcher._record_intent` and measured in docs/RESULTS.md. A record that
+cannot be written stops the order: nothing is sent, and the row says why (``error``,
+``intent record not written ...``).
+
 The pending row is queued *before* the body is built (the reference queues it after): DISPATCH.md
 §1 step 6 allows nothing that touches telemetry between building the order and handing the
 request to the transport, and the pending row needs nothing the body has. ``_build_and_send`` is
@@ -54,6 +62,8 @@ from executor.exchange.messages import (
 )
 from executor.exchange.reconcile import Reconciler
 from executor.exchange.stages import FireStamps
+from executor.recording.installation import ClientOrderIds, new_prefix
+from executor.recording.intent_journal import JournalWriteError
 from executor.recording.open_orders import OUTCOME_UNKNOWN_PREFIX
 from executor.recording.rows import (
     HeartbeatRow,
@@ -75,6 +85,13 @@ CANCELLED_AT_SHUTDOWN: Final = "cancelled at shutdown"
 FILL_COLUMNS: Final = ("fill_count", "remaining_count", "average_fill_price", "average_fee_paid")
 """Response fields stored verbatim in ``orders_fired``."""
 
+INTENT_NOT_RECORDED: Final = "intent record not written, order not sent: "
+"""How the ``error`` row of an order stopped by a failed intent record begins (then the cause)."""
+
+
+class IntentNotRecorded(ExchangeError):
+    """The order's intent record could not be written, so it was not sent (a definite error)."""
+
 
 class OrderPlacer(Protocol):
     """The part of ``executor.exchange.transport.ExchangeClient`` a dispatcher uses."""
@@ -88,6 +105,8 @@ class OrderSink(Protocol):
     """The part of ``executor.telemetry.Telemetry`` the order path writes to."""
 
     def record(self, row: LatencyRow) -> None: ...
+
+    def record_intent(self, row: OrderRow) -> None: ...
 
     def record_pending(self, row: OrderRow) -> None: ...
 
@@ -149,6 +168,8 @@ class OrderDispatcher:
         policy: order flags (its production guard is applied by the decision, not here).
         reconciler: looks up orders whose outcome is unknown and follows resting ones; None
             leaves an unknown outcome as its ``error`` row (for a later start-up to resolve).
+        ids: mints ``client_order_id`` values with this installation's prefix (None: a prefix
+            of this process's own, for tests).
     """
 
     def __init__(
@@ -157,16 +178,18 @@ class OrderDispatcher:
         sink: OrderSink,
         policy: OrderPolicy,
         reconciler: Reconciler | None = None,
+        ids: ClientOrderIds | None = None,
     ) -> None:
         self.client = client
         self.sink = sink
         self.policy = policy
         self.reconciler = reconciler
+        self.ids = ids or ClientOrderIds(new_prefix())
 
     def prepare(self, request: FireRequest) -> PreparedOrder:
         """Mint the order's ``client_order_id`` and its row's correlation id."""
         return PreparedOrder(
-            request, uuid.uuid4().hex, order_correlation_id(request.correlation_id)
+            request, self.ids.mint(), order_correlation_id(request.correlation_id)
         )
 
     def build_shadow(self, request: FireRequest, stamps: FireStamps) -> bytes:
@@ -216,7 +239,6 @@ class OrderDispatcher:
         """
         prepared = self.prepare(request)
         requested_at_ms = wall_ms()
-        self.sink.record_pending(self._row(prepared, OrderRowKind.PENDING, requested_at_ms))
         try:
             result, row = await self._send_and_resolve(prepared, stamps, requested_at_ms)
         except ExchangeError as error:
@@ -236,11 +258,15 @@ class OrderDispatcher:
     async def _send_and_resolve(
         self, prepared: PreparedOrder, stamps: FireStamps, requested_at_ms: int
     ) -> tuple[DispatchResult, OrderRow]:
-        """Send, then queue the resolution row whatever happened; the result and that row."""
+        """Record the intent, queue the pending row, send, then queue the resolution row
+        whatever happened; the result and that row."""
         response: dict[str, Any] = {}
         status = OrderStatus.ERROR
         error_message: str | None = None
         try:
+            pending = self._row(prepared, OrderRowKind.PENDING, requested_at_ms)
+            self._record_intent(pending)
+            self.sink.record_pending(pending)
             response = await self._build_and_send(prepared, stamps)
             status = order_status(response, self.policy.time_in_force)
         except trio.Cancelled:
@@ -267,6 +293,17 @@ class OrderDispatcher:
                 await self.sink.record_order(row, timeout_s=RESOLUTION_TIMEOUT_S)
         fill_count = parse_fill_count(order_payload(response).get("fill_count"))
         return DispatchResult(status, fill_count), row
+
+    def _record_intent(self, pending: OrderRow) -> None:
+        """The intent record: ``pending`` in the intent journal before the first byte leaves.
+
+        Raises:
+            IntentNotRecorded: the journal refused it; the order must not be sent.
+        """
+        try:
+            self.sink.record_intent(pending)
+        except JournalWriteError as error:
+            raise IntentNotRecorded(INTENT_NOT_RECORDED + str(error)) from None
 
     async def _build_and_send(self, prepared: PreparedOrder, stamps: FireStamps) -> dict[str, Any]:
         # Build to send: stamps and clocks only, no telemetry, no logging, no file system
@@ -296,7 +333,7 @@ class OrderDispatcher:
         return OrderRow(
             kind=OrderRowKind.REJECTED,
             correlation_id=order_correlation_id(request.correlation_id),
-            client_order_id=uuid.uuid4().hex,
+            client_order_id=self.ids.mint(),
             kalshi_order_id=None,
             ticker=template.market_ticker,
             correlation_group=request.correlation_group or None,

@@ -176,11 +176,36 @@ async def find_orders(
     raise ExchangeError(f"orders: cursor still set after {MAX_ORDER_PAGES} pages")
 
 
+async def list_orders(
+    reader: SignedReader, min_ts_s: int, *, max_pages: int = MAX_ORDER_PAGES
+) -> list[dict[str, Any]]:
+    """Every order of the account created since ``min_ts_s``, whatever its ticker (adoption's
+    listing), as the published ``Order`` objects; at most ``max_pages`` pages.
+
+    Raises:
+        ExchangeError: a page failed or was malformed, or the cursor never ended.
+    """
+    listed: list[dict[str, Any]] = []
+    params = {"min_ts": str(min_ts_s), "limit": str(PAGE_LIMIT)}
+    for _ in range(max_pages):
+        payload = await reader.get_json(ORDERS_PATH, params)
+        entries = payload.get("orders")
+        if not isinstance(entries, list):
+            raise ExchangeError("orders response: 'orders' is not a list")
+        listed.extend(entry for entry in entries if isinstance(entry, dict))
+        cursor = payload.get("cursor")
+        if not cursor:
+            return listed
+        params = {**params, "cursor": str(cursor)}
+    raise ExchangeError(f"orders: cursor still set after {max_pages} pages")
+
+
 __all__ = [
     "MAX_ORDER_PAGES",
     "PAGE_LIMIT",
     "ExchangeOrder",
     "SignedReader",
     "find_orders",
+    "list_orders",
     "parse_exchange_order",
 ]

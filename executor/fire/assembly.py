@@ -9,11 +9,14 @@ exists (a refused start leaves no file behind):
   left last.
 - stage two, :func:`open_order_path`, entered after telemetry is open (and the database proven
   writable) and before the socket is published, left after the fires nursery is done, before
-  telemetry closes. In order: reconciliation of the rows earlier runs left unresolved
-  (``executor.exchange.reconcile``; the corrections committed first), the risk gate's warm start
+  telemetry closes. In order: this installation's ``client_order_id`` prefix
+  (``executor.recording.installation``), adoption of the orders the exchange has from it with no
+  row (``executor.exchange.adoption``; committed first), reconciliation of the rows earlier runs
+  left unresolved (``executor.exchange.reconcile``; the corrections committed next; the intent
+  journal's rows were replayed when telemetry opened), the risk gate's warm start
   from the corrected ``orders_fired`` (a worker thread), the shadow lane (closed and drained at
   exit) and the pollers (the account poll, first poll before serving, later polls also following
-  resting orders; and the heartbeat).
+  resting orders; the heartbeat; later adoption passes, also after every audit outage).
 
 :class:`OrderPathFactory` is what the server is given: the two stages, in the order it enters them.
 Every start-up failure is one :class:`~executor.config.StartupError` line. Exit order: pollers
@@ -43,6 +46,7 @@ from executor.exchange.account import (
     serve_account,
     serve_heartbeats,
 )
+from executor.exchange.adoption import Adopter
 from executor.exchange.dispatcher import OrderDispatcher, OrderPolicy
 from executor.exchange.reconcile import CollectedRows, Reconciler
 from executor.exchange.shadow_lane import ShadowLane
@@ -50,7 +54,10 @@ from executor.exchange.stages import PerfToWall
 from executor.exchange.transport import ExchangeClient
 from executor.fire.exchange_side import ExchangeSide, open_exchange_side, silent
 from executor.fire.path import FirePath, OrderPath
+from executor.recording.audit_trail import AuditTransition
+from executor.recording.installation import ClientOrderIds, load_installation
 from executor.recording.open_orders import load_open_orders, write_corrections
+from executor.recording.rows import OrderRow
 from executor.settings import Settings
 from executor.signer import KalshiSigner
 from executor.telemetry import Telemetry, row_fields
@@ -159,15 +166,45 @@ async def open_order_path(
                 open_exchange_side(settings, signer=signer, announce=announce)
             )
         client = side.client
+        run_started_ms = wall_ms()
+        installation = await trio.to_thread.run_sync(
+            load_installation, telemetry_db, run_started_ms
+        )
+        journal = telemetry.journal
+        adopter = Adopter(
+            client,
+            installation.ids,
+            telemetry_db,
+            time_in_force=settings.exchange.time_in_force,
+            self_trade_prevention_type=settings.exchange.self_trade_prevention_type,
+            run_started_ms=run_started_ms,
+            adopt_since_ms=installation.adopt_since_ms,
+            in_flight=journal.outstanding if journal is not None else frozenset,
+        )
+        if not installation.created:  # a new prefix cannot be on the exchange yet
+            step("adopting the exchange's orders of this installation that have no row")
+            await _adopt_at_startup(adopter, telemetry_db)
         reconciler = Reconciler(client, telemetry)
         step("reconciling the orders earlier runs left unresolved")
         await _reconcile_earlier_runs(reconciler, telemetry_db)
         step("warm-starting the risk gate from orders_fired")
         risk = await _warm_risk_gate(settings, telemetry_db)
         reconciler.fills = risk
-        fire_path = _fire_path(settings, telemetry, kill_switch, client, risk, reconciler)
+        fire_path = _fire_path(
+            settings, telemetry, kill_switch, client, risk, reconciler, installation.ids, adopter
+        )
         orders = fire_path.orders
         assert orders is not None
+
+        def adopted_later(row: OrderRow) -> None:
+            _tell_risk_gate(risk, row)
+            reconciler.follow(row)
+
+        def outage_ended(transition: AuditTransition) -> None:
+            if transition.available:
+                adopter.request_pass()
+
+        telemetry.audit_trail.on_change(outage_ended)
         async with trio.open_nursery() as lane_nursery:
             await lane_nursery.start(orders.lane.run)
             try:
@@ -188,6 +225,7 @@ async def open_order_path(
                             interval_s=heartbeat_interval_s,
                         )
                     )
+                    await pollers.start(adopter.serve, telemetry, adopted_later)
                     try:
                         yield fire_path
                     finally:
@@ -203,6 +241,8 @@ def _fire_path(
     client: ExchangeClient,
     risk: RiskGate | None,
     reconciler: Reconciler,
+    ids: ClientOrderIds,
+    adopter: Adopter,
 ) -> FirePath:
     exchange = settings.exchange
     policy = OrderPolicy(
@@ -213,7 +253,7 @@ def _fire_path(
         allow_production=exchange.allow_production,
     )
     orders = OrderPath(
-        dispatcher=OrderDispatcher(client, telemetry, policy, reconciler),
+        dispatcher=OrderDispatcher(client, telemetry, policy, reconciler, ids),
         sink=telemetry,
         lane=ShadowLane(client, presigned=client.place_shadow_now),
         sizing=settings.sizing,
@@ -222,12 +262,36 @@ def _fire_path(
         clock=PerfToWall(),
         clock_domain=clock_domain(),
         audit=telemetry,
+        adopter=adopter,
     )
     return FirePath(
         kill_switch=kill_switch,
         contract_count=settings.sizing.fixed_contract_count,
         orders=orders,
     )
+
+
+async def _adopt_at_startup(adopter: Adopter, telemetry_db: Path) -> None:
+    """One adoption pass, its rows committed before reconciliation and the warm start read the
+    table. A listing that fails is logged by the adopter; the later passes try again."""
+    collected = CollectedRows()
+    await adopter.adopt(collected)
+    if not collected.rows:
+        return
+    outcome = await trio.to_thread.run_sync(write_corrections, telemetry_db, collected.rows)
+    for row, error in outcome.order_failures:
+        log.error("adopted row not written", row=row_fields(row), error=error)
+
+
+def _tell_risk_gate(risk: RiskGate | None, row: OrderRow) -> None:
+    """An order adopted while running: an attempt and its fill, as of now (the gate's windows
+    count it from now: later than it was, never missed)."""
+    if risk is None:
+        return
+    now_ms = wall_ms()
+    count, price = float(row.count), float(row.price_dollars)
+    risk.record_attempt(row.ticker, row.outcome_side, int(count), price, now_ms, "")
+    risk.record_fill(row.ticker, float(row.fill_count or 0), now_ms, "")
 
 
 async def _reconcile_earlier_runs(reconciler: Reconciler, telemetry_db: Path) -> None:

@@ -62,6 +62,7 @@ from executor.decide.order_request import FireRequest, OrderTemplate, Side
 from executor.decide.risk import RiskGate
 from executor.decide.sizing import SizingConfig
 from executor.exchange.account import AccountState
+from executor.exchange.adoption import Adopter
 from executor.exchange.dispatcher import OrderDispatcher, OrderSink
 from executor.exchange.shadow_lane import ShadowJob, ShadowLane
 from executor.exchange.stages import FireStamps, PerfToWall, log_resolution, stage_rows
@@ -118,6 +119,10 @@ class FireCounters:
     presigned: int = 0
     signed_inline: int = 0
     refused_audit: int = 0
+    adopted: int = 0
+    """Orders of this installation the exchange had and the table lacked (rows written)."""
+    foreign_orders: int = 0
+    """Other clients' orders the last adoption pass listed (left alone)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -134,6 +139,7 @@ class OrderPath:
         clock: the perf-to-wall offset the stage rows are anchored with.
         clock_domain: this process's clock domain (``executor.clock.clock_domain()``).
         audit: whether order rows can be written (telemetry); None never refuses.
+        adopter: the adoption passes (its counters are reported); None adopts nothing.
     """
 
     dispatcher: OrderDispatcher
@@ -145,6 +151,7 @@ class OrderPath:
     clock: PerfToWall
     clock_domain: str
     audit: AuditTrail | None = None
+    adopter: Adopter | None = None
 
     def rules(self) -> OrderRules:
         """What the decision consults with this exchange: sizing, balance, risk gate, guard,
@@ -207,6 +214,10 @@ class FirePath:
         client = None if self.orders is None else self.orders.dispatcher.client
         counts["presigned"] = int(getattr(client, "presigned", 0))
         counts["signed_inline"] = int(getattr(client, "signed_inline", 0))
+        adopter = None if self.orders is None else self.orders.adopter
+        if adopter is not None:
+            counts["adopted"] = adopter.adopted
+            counts["foreign_orders"] = adopter.foreign_orders
         return FireCounters(**counts)
 
     def fire_now(self, message: WakeMessage) -> FireOutcome | None:

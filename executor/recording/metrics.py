@@ -82,11 +82,15 @@ dispatch near 10-500 ms, so the buckets run from 10 us to 2.5 s in 1-2.5-5 steps
 STOP_TIMEOUT_S: Final = 2.0
 """Longest the shutdown waits for the endpoint's thread (seconds); its poll interval is 0.5 s."""
 
-_GAUGES: Final = {"connections_open": "connections open now"}
+_GAUGES: Final = {
+    "connections_open": "connections open now",
+    "foreign_orders": "other clients' orders the last adoption pass listed and left alone",
+}
 """ServerStatistics fields that go up and down; every other int field is a counter."""
 
 _TELEMETRY_GAUGES: Final = {
     "audit_unavailable": "1 while the audit trail cannot be written and real fires are refused",
+    "order_rows_owed": "order rows the database refused, kept in the intent journal, unwritten",
 }
 """TelemetryStatistics fields that go up and down (``queued`` is the channel depth gauge)."""
 

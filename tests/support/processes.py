@@ -67,6 +67,7 @@ EXTRA_SERVER_KEYS = (
     "presigned",
     "signed_inline",
     "refused_audit",
+    "adopted",
 )
 """This executor's additions, at the end of the first counter line."""
 
@@ -85,6 +86,9 @@ EXTRA_TELEMETRY_KEYS = (
     "order_rows_dropped",
     "audit_outages",
     "audit_unavailable",
+    "order_rows_kept",
+    "journal_replayed",
+    "journal_torn",
 )
 """This executor's additions (orders_fired rows), at the end of the second counter line."""
 
