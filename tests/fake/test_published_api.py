@@ -227,7 +227,7 @@ def test_the_validator_refuses_what_the_fake_used_to_send() -> None:
             validate_response(path, method, status, body)
 
 
-@pytest.mark.parametrize(("path", "method"), sorted(ENDPOINTS.items()))
+@pytest.mark.parametrize(("path", "method"), sorted(ENDPOINTS))
 def test_every_endpoint_the_fake_serves_is_published(path: str, method: str) -> None:
     """Each endpoint the fake serves answers a plain request with a schema-valid body (orders of
     every outcome on the book first), so a new endpoint is checked as soon as it is served."""
