@@ -56,7 +56,7 @@ def test_fake_exchange_serve_writes_orders_and_stage_rows(
     assert server["accepted"] - server["unacked"] == server["fired"] + refused
     assert telemetry["order_rows_written"] == 2  # pending + resolution
     assert server["presigned"] + server["signed_inline"] == 1  # the one real order's attempt
-    assert list(server)[-3:] == ["presigned", "signed_inline", "refused_audit"]  # newest last
+    assert list(server)[-4:] == ["presigned", "signed_inline", "refused_audit", "adopted"]
     with sqlite3.connect(db_path) as db:
         orders = db.execute("SELECT correlation_id, status, count FROM orders_fired").fetchall()
         stages = db.execute(
