@@ -27,6 +27,9 @@ before anyone changes the executor. Variants:
   of multi-row INSERTs of 128, 64, ... rows whose every value is bound from Python. The work per
   row then happens inside ``sqlite3_step``, without the GIL (issue 17's lead); a batch takes the
   GIL back four times (BEGIN, two INSERTs, COMMIT) instead of about sixteen.
+- ``no-intent``: real orders are sent without their intent record (the pending row appended to
+  the intent journal with one ``os.write`` before the first byte leaves, issue 21): what the
+  record costs ``detect_wire`` is this variant against the product, in one run.
 - ``pipelined-writer`` was here until the consumer adopted it (executor/recording/consumer.py,
   2026-12-01): its A/B is in docs/RESULTS.md.
 """
@@ -142,7 +145,17 @@ def _patch_json_rows() -> None:
     sqlite_writer._insert_rows = insert_rows
 
 
+def _patch_no_intent() -> None:
+    from executor.telemetry import Telemetry
+
+    def record_intent(self: Telemetry, row: object) -> None:
+        """No intent record: the order goes without one."""
+
+    Telemetry.record_intent = record_intent  # type: ignore[method-assign]
+
+
 VARIANTS: Final[dict[str, Callable[[], None]]] = {
+    "no-intent": _patch_no_intent,
     "json-rows": _patch_json_rows,
     "idle-lane": _patch_idle_lane,
     "httpx-orders": _patch_httpx_orders,

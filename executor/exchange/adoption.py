@@ -53,12 +53,10 @@ from executor.exchange.order_lookup import (
 from executor.exchange.reconcile import MIN_TS_MARGIN_S, OrderRowSink
 from executor.recording.database import read_orders_fired
 from executor.recording.installation import ClientOrderIds, save_adopt_since
+from executor.recording.open_orders import ADOPTED_MESSAGE
 from executor.recording.rows import OrderRow, OrderRowKind
 
 log = structlog.get_logger()
-
-ADOPTED_MESSAGE: Final = "adopted from the exchange: no local record"
-"""``error_message`` of an adopted row."""
 
 ADOPTION_SETTLE_S: Final = 60.0
 """A pass this long after the run began has seen every order earlier runs sent (seconds): the

@@ -39,7 +39,6 @@ followed.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -50,7 +49,6 @@ from executor.clock import stamp_ns, wall_ms
 from executor.decide.decision import Order, Permission
 from executor.decide.order_request import FireRequest
 from executor.exchange.messages import (
-    GOOD_TILL_CANCELED,
     ExchangeError,
     OrderSpec,
     OrderStamps,
@@ -58,7 +56,12 @@ from executor.exchange.messages import (
     order_payload,
     order_status,
     parse_fill_count,
-    verbatim_fill,
+)
+from executor.exchange.order_rows import (
+    PreparedOrder,
+    order_correlation_id,
+    order_row,
+    rejected_order_row,
 )
 from executor.exchange.reconcile import Reconciler
 from executor.exchange.stages import FireStamps
@@ -81,9 +84,6 @@ cancellation so a shutdown still lands it (DISPATCH.md §4 step 7)."""
 
 CANCELLED_AT_SHUTDOWN: Final = "cancelled at shutdown"
 """``error_message`` of a dispatch cut by shutdown ([ours]; the reference leaves it NULL)."""
-
-FILL_COLUMNS: Final = ("fill_count", "remaining_count", "average_fill_price", "average_fee_paid")
-"""Response fields stored verbatim in ``orders_fired``."""
 
 INTENT_NOT_RECORDED: Final = "intent record not written, order not sent: "
 """How the ``error`` row of an order stopped by a failed intent record begins (then the cause)."""
@@ -143,20 +143,6 @@ class DispatchResult:
 
     status: OrderStatus
     fill_count: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedOrder:
-    """The ids and columns an order has before its body is built."""
-
-    request: FireRequest
-    client_order_id: str
-    correlation_id: str
-
-
-def order_correlation_id(wake_correlation_id: str) -> str:
-    """The order row's correlation id: the wake's, or a fresh uuid4 hex when the wake's is empty."""
-    return wake_correlation_id or uuid.uuid4().hex
 
 
 class OrderDispatcher:
@@ -329,29 +315,13 @@ class OrderDispatcher:
 
     def rejected_row(self, request: FireRequest, reason: str) -> OrderRow:
         """The ``rejected`` row of a real fire refused before dispatch (DISPATCH.md §4 step 8)."""
-        template = request.template
-        return OrderRow(
-            kind=OrderRowKind.REJECTED,
-            correlation_id=order_correlation_id(request.correlation_id),
-            client_order_id=self.ids.mint(),
-            kalshi_order_id=None,
-            ticker=template.market_ticker,
-            correlation_group=request.correlation_group or None,
-            outcome_side=template.outcome,
-            count=f"{request.count}.00",
-            price_dollars=request.price,
-            time_in_force=self.policy.time_in_force,
-            self_trade_prevention_type=self.policy.self_trade_prevention_type,
-            post_only=None,
-            status=OrderStatus.REJECTED,
-            error_message=reason,
-            fill_count=None,
-            remaining_count=None,
-            average_fill_price=None,
-            average_fee_paid=None,
-            requested_at_ms=wall_ms(),
-            submitted_at_ms=None,
-            acknowledged_at_ms=None,
+        policy = self.policy
+        return rejected_order_row(
+            request,
+            reason,
+            self.ids.mint(),
+            time_in_force=policy.time_in_force,
+            self_trade_prevention_type=policy.self_trade_prevention_type,
         )
 
     async def record_rejected(self, request: FireRequest, reason: str) -> None:
@@ -365,39 +335,15 @@ class OrderDispatcher:
         prepared: PreparedOrder,
         kind: OrderRowKind,
         requested_at_ms: int,
-        *,
-        status: OrderStatus = OrderStatus.PENDING,
-        error_message: str | None = None,
-        response: dict[str, Any] | None = None,
-        submitted_at_ms: int | None = None,
-        acknowledged_at_ms: int | None = None,
+        **columns: Any,
     ) -> OrderRow:
-        request = prepared.request
-        payload = order_payload(response or {})
-        fills = [verbatim_fill(payload.get(column)) for column in FILL_COLUMNS]
-        order_id = payload.get("order_id")
-        return OrderRow(
-            kind=kind,
-            correlation_id=prepared.correlation_id,
-            client_order_id=prepared.client_order_id,
-            kalshi_order_id=None if order_id is None else str(order_id),
-            ticker=request.template.market_ticker,
-            correlation_group=request.correlation_group or None,
-            outcome_side=request.template.outcome,
-            count=f"{request.count}.00",
-            price_dollars=request.price,
+        return order_row(
+            prepared,
+            kind,
+            requested_at_ms,
             time_in_force=self.policy.time_in_force,
             self_trade_prevention_type=self.policy.self_trade_prevention_type,
-            post_only=int(self.policy.time_in_force == GOOD_TILL_CANCELED),
-            status=status,
-            error_message=error_message,
-            fill_count=fills[0],
-            remaining_count=fills[1],
-            average_fill_price=fills[2],
-            average_fee_paid=fills[3],
-            requested_at_ms=requested_at_ms,
-            submitted_at_ms=submitted_at_ms,
-            acknowledged_at_ms=acknowledged_at_ms,
+            **columns,
         )
 
 

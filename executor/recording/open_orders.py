@@ -43,6 +43,10 @@ RECONCILED_PREFIX: Final = "reconciled with the exchange after: "
 NO_SUCH_ORDER_PREFIX: Final = "the exchange has no such order after: "
 """How an ``error`` row begins when the exchange, asked, did not have the order."""
 
+ADOPTED_MESSAGE: Final = "adopted from the exchange: no local record"
+"""The ``error_message`` of a row written for an order found on the exchange with this
+installation's prefix and no row (``executor.exchange.adoption``)."""
+
 _COLUMNS: Final = (
     "correlation_id, client_order_id, kalshi_order_id, ticker, correlation_group, outcome_side,"
     " count, price_dollars, time_in_force, self_trade_prevention_type, post_only, status,"
@@ -128,6 +132,7 @@ def write_corrections(db_path: Path, rows: list[OrderRow]) -> BatchOutcome:
 
 
 __all__ = [
+    "ADOPTED_MESSAGE",
     "CANCELLED_AT_SHUTDOWN",
     "NO_SUCH_ORDER_PREFIX",
     "OUTCOME_UNKNOWN_PREFIX",

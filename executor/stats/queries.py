@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from executor.recording.open_orders import (
+    ADOPTED_MESSAGE,
     CANCELLED_AT_SHUTDOWN,
     NO_SUCH_ORDER_PREFIX,
     OUTCOME_UNKNOWN_PREFIX,
@@ -275,18 +276,21 @@ def read_orders(connection: sqlite3.Connection, since_ms: int | None) -> dict[st
 def _read_reconciliation(
     connection: sqlite3.Connection, where: str, params: list[Any]
 ) -> dict[str, int]:
-    """Rows the exchange's answer corrected, rows it did not have, rows still unknown.
+    """Rows the exchange's answer corrected, rows it did not have, rows still unknown, rows
+    adopted from it.
 
     Read from ``error_message``, which reconciliation writes (``executor.exchange.reconcile``):
     the executor's ``reconciled`` / ``reconcile_failed`` counters over the file's history, less
-    the failures that could not ask the exchange (those rows stay ``outcome_unknown``).
+    the failures that could not ask the exchange (those rows stay ``outcome_unknown``); and the
+    ``adopted`` counter's (``executor.exchange.adoption``).
     """
     prefix = f"{where} {'AND' if where else 'WHERE'}"
-    (reconciled, failed, unknown) = connection.execute(
+    (reconciled, failed, unknown, adopted) = connection.execute(
         "SELECT COUNT(*) FILTER (WHERE substr(error_message, 1, ?) = ?),"
         " COUNT(*) FILTER (WHERE status = 'error' AND substr(error_message, 1, ?) = ?),"
         " COUNT(*) FILTER (WHERE status = 'error' AND kalshi_order_id IS NULL"
-        "   AND (substr(error_message, 1, ?) = ? OR error_message = ?))"
+        "   AND (substr(error_message, 1, ?) = ? OR error_message = ?)),"
+        " COUNT(*) FILTER (WHERE error_message = ?)"
         f" FROM orders_fired {prefix} error_message IS NOT NULL",
         [
             len(RECONCILED_PREFIX),
@@ -296,6 +300,7 @@ def _read_reconciliation(
             len(OUTCOME_UNKNOWN_PREFIX),
             OUTCOME_UNKNOWN_PREFIX,
             CANCELLED_AT_SHUTDOWN,
+            ADOPTED_MESSAGE,
             *params,
         ],
     ).fetchone()
@@ -303,6 +308,7 @@ def _read_reconciliation(
         "reconciled": int(reconciled),
         "reconcile_failed": int(failed),
         "outcome_unknown": int(unknown),
+        "adopted": int(adopted),
     }
 
 

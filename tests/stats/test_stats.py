@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from executor.recording.database import open_database
 from executor.recording.open_orders import (
+    ADOPTED_MESSAGE,
     NO_SUCH_ORDER_PREFIX,
     OUTCOME_UNKNOWN_PREFIX,
     RECONCILED_PREFIX,
@@ -211,7 +212,12 @@ def test_orders_and_heartbeats_when_the_tables_exist(
             {"error_message": "timeout", "count": 3},
             {"error_message": "http 500", "count": 1},
         ],
-        "reconciliation": {"reconciled": 0, "reconcile_failed": 0, "outcome_unknown": 0},
+        "reconciliation": {
+            "reconciled": 0,
+            "reconcile_failed": 0,
+            "outcome_unknown": 0,
+            "adopted": 0,
+        },
     }
     (beat,) = document["heartbeats"]
     assert (beat["process"], beat["pid"], beat["queue_depth"], beat["dropped_rows"]) == (
@@ -226,8 +232,9 @@ def test_orders_and_heartbeats_when_the_tables_exist(
 def test_reconciled_and_unresolved_orders_are_counted(
     capsys: pytest.CaptureFixture[str], known_db: tuple[Path, dict[tuple[str, str], list[float]]]
 ) -> None:
-    """Rows reconciliation corrected, rows the exchange did not have, and rows still of
-    unknown outcome are counted apart (a definite error is none of them)."""
+    """Rows reconciliation corrected, rows the exchange did not have, rows still of unknown
+    outcome and rows adopted from the exchange are counted apart (a definite error is none of
+    them)."""
     path, _ = known_db
     rows = [
         ("filled", RECONCILED_PREFIX + "no response within 2 s"),
@@ -236,6 +243,7 @@ def test_reconciled_and_unresolved_orders_are_counted(
         ("error", OUTCOME_UNKNOWN_PREFIX + "no response within 2 s"),
         ("error", "cancelled at shutdown"),
         ("error", "400 invalid_parameters: bad"),
+        ("filled", ADOPTED_MESSAGE),
     ]
     with connect(path) as db:
         for index, (status, error) in enumerate(rows):
@@ -251,6 +259,7 @@ def test_reconciled_and_unresolved_orders_are_counted(
         "reconciled": 2,
         "reconcile_failed": 1,
         "outcome_unknown": 2,
+        "adopted": 1,
     }
 
 
