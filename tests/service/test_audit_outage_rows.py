@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 import trio
+from structlog.testing import capture_logs
 
 from executor.fake.exchange import ORDER_PATH, FakeCredentials, FakeExchange
 from executor.wire.client import connect
 from tests.service.test_audit_trail import WAIT_S, query, set_fault, start, wake
+from tests.support.inprocess import RunningServer
 
 
 def hold_order_answers(exchange: FakeExchange, monkeypatch: pytest.MonkeyPatch) -> trio.Event:
@@ -34,18 +36,9 @@ def hold_order_answers(exchange: FakeExchange, monkeypatch: pytest.MonkeyPatch) 
     return release
 
 
-async def test_an_order_in_flight_when_writes_fail_gets_its_row_when_they_resume(
-    nursery: trio.Nursery,
-    short_dir: Path,
-    fake_exchange: FakeExchange,
-    fake_credentials: FakeCredentials,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Pending row committed, then the database refuses writes, then the exchange fills the
-    order: its resolution is kept (not dropped) and, once writes succeed again, the row says
-    ``filled`` with the exchange's order id."""
-    release = hold_order_answers(fake_exchange, monkeypatch)
-    running = await start(nursery, short_dir, fake_exchange, fake_credentials)
+async def through_an_outage(running: RunningServer, release: trio.Event) -> None:
+    """One real order: its pending row committed, then writes fail, then the exchange fills it,
+    then writes resume; returns once its row says ``filled``."""
     telemetry = running.server.telemetry
     db_path = running.db_path
     async with connect(running.socket_path) as client:
@@ -65,11 +58,30 @@ async def test_an_order_in_flight_when_writes_fail_gets_its_row_when_they_resume
                 ("filled",)
             ]:
                 await trio.sleep(0.02)
+
+
+async def test_an_order_in_flight_when_writes_fail_gets_its_row_when_they_resume(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    fake_exchange: FakeExchange,
+    fake_credentials: FakeCredentials,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pending row committed, then the database refuses writes, then the exchange fills the
+    order: its resolution is kept (not dropped) and, once writes succeed again, the row says
+    ``filled`` with the exchange's order id; the trail's return runs an adoption pass."""
+    release = hold_order_answers(fake_exchange, monkeypatch)
+    running = await start(nursery, short_dir, fake_exchange, fake_credentials)
+    with capture_logs() as logs:
+        await through_an_outage(running, release)
+        with trio.fail_after(WAIT_S):  # the trail's return asked for an adoption pass
+            while not any(entry["event"] == "adoption pass" for entry in logs):  # noqa: ASYNC110
+                await trio.sleep(0.01)
     await running.shutdown()
     (order,) = fake_exchange.book.values()
     assert query(
-        db_path, "SELECT correlation_id, kalshi_order_id, fill_count FROM orders_fired"
+        running.db_path, "SELECT correlation_id, kalshi_order_id, fill_count FROM orders_fired"
     ) == [("in-flight", order.order_id, "1.00")]
-    final = telemetry.statistics()
+    final = running.server.telemetry.statistics()
     assert final.order_rows_dropped == 0 and final.order_rows_owed == 0
     assert final.audit_outages == 1
