@@ -41,10 +41,12 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger()
 
-_FOR_GOOD_MARKERS: Final = ("constraint failed", "ValueError:", "OverflowError:")
+_FOR_GOOD_MARKERS: Final = ("constraint failed", "DataError:", "ValueError:", "OverflowError:")
 """Words of a write error that will not pass by waiting: a constraint (CHECK, NOT NULL, UNIQUE,
-FOREIGN KEY), or a value sqlite3 cannot bind. Everything else (disk full, read-only, I/O error,
-locked, the retry budget) is worth another try."""
+FOREIGN KEY), a value too big for SQLite, or one sqlite3 cannot bind. Everything else (disk
+full, read-only, I/O error, locked, the retry budget) is worth another try; an owed row rides at
+the front of every batch, so a row misjudged here would turn every batch into row-by-row writes,
+which is why the list errs towards "for good" for anything about the row itself."""
 
 
 def refused_for_good(error: str) -> bool:
