@@ -30,6 +30,9 @@ before anyone changes the executor. Variants:
 - ``no-intent``: real orders are sent without their intent record (the pending row appended to
   the intent journal with one ``os.write`` before the first byte leaves, issue 21): what the
   record costs ``detect_wire`` is this variant against the product, in one run.
+- ``timed-intent``: the product, with each intent record's own duration (``perf_counter_ns``
+  around ``Telemetry.record_intent``: the whole of what it adds to ``detect_wire``, since it never
+  awaits) appended, one integer of ns a line, to the file ``$TIMED_INTENT_OUT`` names, at exit.
 - ``pipelined-writer`` was here until the consumer adopted it (executor/recording/consumer.py,
   2026-12-01): its A/B is in docs/RESULTS.md.
 """
@@ -154,8 +157,37 @@ def _patch_no_intent() -> None:
     Telemetry.record_intent = record_intent  # type: ignore[method-assign]
 
 
+def _patch_timed_intent() -> None:
+    import atexit
+    import os
+    import time
+
+    from executor.recording.rows import OrderRow
+    from executor.telemetry import Telemetry
+
+    durations: list[int] = []
+    record = Telemetry.record_intent
+
+    def timed(self: Telemetry, row: OrderRow) -> None:
+        started = time.perf_counter_ns()
+        try:
+            record(self, row)
+        finally:
+            durations.append(time.perf_counter_ns() - started)
+
+    def write_out() -> None:
+        path = os.environ.get("TIMED_INTENT_OUT")
+        if path and durations:
+            with open(path, "a", encoding="ascii") as out:
+                out.writelines(f"{value}\n" for value in durations)
+
+    Telemetry.record_intent = timed  # type: ignore[method-assign]
+    atexit.register(write_out)
+
+
 VARIANTS: Final[dict[str, Callable[[], None]]] = {
     "no-intent": _patch_no_intent,
+    "timed-intent": _patch_timed_intent,
     "json-rows": _patch_json_rows,
     "idle-lane": _patch_idle_lane,
     "httpx-orders": _patch_httpx_orders,
