@@ -170,6 +170,7 @@ async def test_an_order_the_exchange_never_had_stays_error_and_stats_show_it(
         "reconciled": 0,
         "reconcile_failed": 1,
         "outcome_unknown": 0,
+        "adopted": 0,
     }
     assert stats_main(["--telemetry-db", str(running.db_path)]) == 0
     assert "reconciliation: reconciled=0 reconcile_failed=1" in capsys.readouterr().out
