@@ -10,17 +10,25 @@
     python3 dev.py bench [ARGS...]   run the benchmark (python -m bench)
     python3 dev.py setup             only create or refresh the environment
 
+`serve`, `stats` and `orders` run in the caller's directory, so a relative path (`--telemetry-db
+rel.db`, `--plot y.png`) means what it would to `executor` itself; `test`, `check` and `bench` run
+in the checkout.
+
 The first use creates `.venv/` beside this file and installs the package with its test, dev and
 bench extras; later uses reinstall only when pyproject.toml changed.
 
 TRIO_EXECUTOR_PYTHON=python3.13 picks another interpreter (a name on PATH, a path, or a pyenv
 version's python3.X): its environment is `.venv-3.13/`, so each Python version keeps its own.
 `serve` replaces this process with the executor (os.execv), so Ctrl-C and SIGTERM reach it directly;
-before it does, it prints the `stats` and `orders` commands that read the file it writes.
+before it does, it prints the `stats` and `orders` commands that read the file it writes. A try-out
+(`serve` without `--telemetry-db`) starts with a fresh var/telemetry.db, the last run's moved to
+var/telemetry.previous.db; with the fake it chose (no `--exchange`, no `--env-file`) it sets the
+try-out risk limits (`TRYOUT_RISK_LIMITS`) for the KALSHI_RISK_* variables not set.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -103,8 +111,8 @@ def _ensure_venv() -> Path:
     return bin_dir
 
 
-def _run(argv: list[str]) -> int:
-    return subprocess.run(argv, cwd=ROOT).returncode
+def _run(argv: list[str], cwd: Path = ROOT) -> int:
+    return subprocess.run(argv, cwd=cwd).returncode
 
 
 def _flag_value(args: list[str], flag: str) -> str | None:
@@ -120,8 +128,7 @@ def _flag_value(args: list[str], flag: str) -> str | None:
 
 def _reading_commands(bin_dir: Path, database: str) -> str:
     """The lines ``dev.py serve`` prints: how to read what this executor records."""
-    shown = Path(database).expanduser()
-    shown = shown if shown.is_absolute() else ROOT / shown
+    shown = Path(database).expanduser().absolute()
     executor = bin_dir / "executor"
     lines = ["dev.py: read what it records with (from this checkout, or anywhere):"]
     for command in ("stats", "orders"):
@@ -133,6 +140,87 @@ def _reading_commands(bin_dir: Path, database: str) -> str:
     return "\n".join(lines)
 
 
+TRYOUT_RISK_LIMITS = {
+    "KALSHI_RISK_MAX_ATTEMPTS_PER_HOUR": "1000",
+    "KALSHI_RISK_MAX_ATTEMPTS_PER_DAY": "10000",
+    "KALSHI_RISK_MAX_ATTEMPTS_PER_TICKER_PER_DAY": "1000",
+    "KALSHI_RISK_MAX_ATTEMPTS_PER_EVENT_PER_DAY": "1000",
+    "KALSHI_RISK_MAX_ATTEMPTS_PER_CORRELATION_GROUP_PER_DAY": "1000",
+    "KALSHI_RISK_MAX_NOTIONAL_PER_DAY_DOLLARS": "100000",
+    "KALSHI_RISK_MAX_CONCURRENT_DISPATCHES": "32",
+    "KALSHI_RISK_MAX_POSITION_CONTRACTS_PER_TICKER": "100000",
+    "KALSHI_RISK_MAX_POSITION_CONTRACTS_PER_EVENT": "100000",
+    "KALSHI_RISK_MAX_POSITION_CONTRACTS_PER_CORRELATION_GROUP": "100000",
+    "KALSHI_RISK_REFIRE_COOLDOWN_SECONDS": "0",
+}
+"""The risk gate's limits in a try-out (``serve`` choosing the in-process fake: no ``--exchange``,
+no ``--env-file``), each only where its variable is unset. Production's defaults (10 attempts an
+hour, 5 contracts a ticker, one attempt a minute per market and side, 2 orders in flight) refuse a
+newcomer's second order on a market and everything after the tenth, for an hour. These let a
+person's hundreds of wakes reach the fake (whose $100 account still bounds what sizing buys);
+the gate's other checks (the exchange index, prices, volume) stay. Guesses, sized to never be met
+by hand. The executor's own defaults are unchanged."""
+
+
+def _serve(python: str, rest: list[str]) -> None:
+    """Become ``executor serve`` with dev.py's defaults; a try-out gets its own database and
+    try-out limits (said on stderr first)."""
+    defaults = [] if _flag_value(rest, "--socket") else ["--socket", DEFAULT_SOCKET]
+    database = _flag_value(rest, "--telemetry-db")
+    notes = []
+    if database is None:
+        defaults += ["--telemetry-db", DEFAULT_DB]
+        previous = _fresh_database(Path(DEFAULT_DB))
+        if previous is not None:
+            notes.append(f"dev.py: a fresh {DEFAULT_DB} for this run (the last one: {previous})")
+    tryout = not any(arg == "--exchange" or arg.startswith("--exchange=") for arg in rest)
+    if tryout:
+        defaults += ["--exchange", "fake"]  # a local try-out never needs an account
+    if tryout and _flag_value(rest, "--env-file") is None:
+        chosen = {
+            name: value for name, value in TRYOUT_RISK_LIMITS.items() if name not in os.environ
+        }
+        os.environ.update(chosen)
+        if chosen:
+            notes.append(
+                "dev.py: try-out risk limits (production keeps its defaults, docs/OPERATIONS.md; "
+                "set a KALSHI_RISK_* variable to choose one): "
+                + " ".join(f"{name.removeprefix('KALSHI_RISK_')}={chosen[name]}" for name in chosen)
+            )
+    print(
+        "\n".join([*notes, _reading_commands(Path(python).parent, database or DEFAULT_DB)]),
+        file=sys.stderr,
+    )
+    # Become the executor: signals then reach it, not a parent that would die of them first.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(python, [python, "-m", "executor", "serve", *defaults, *rest])
+
+
+def _fresh_database(path: Path) -> Path | None:
+    """Move the last run's ``path`` (and its ``-wal``/``-shm``) aside to ``*.previous.db``, so the
+    next run starts with an empty audit trail, as its fake starts with a fresh account (an
+    earlier run's orders would otherwise count against the risk gate and be looked up on a fake
+    that never saw them). None when there is nothing to move, or when an executor holds the file
+    (it then refuses to start on it, saying so)."""
+    if not path.exists():
+        return None
+    try:
+        with path.open("rb") as held:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return None
+    previous = path.with_name(path.stem + ".previous" + path.suffix)
+    for suffix in ("", "-wal", "-shm"):
+        source = path.with_name(path.name + suffix)
+        target = previous.with_name(previous.name + suffix)
+        if source.exists():
+            os.replace(source, target)
+        elif target.exists():
+            target.unlink()  # an older run's, which would not belong to the moved file
+    return previous
+
+
 def main() -> int:
     command, *rest = sys.argv[1:] or ["help"]
     if command in {"help", "-h", "--help"}:
@@ -142,21 +230,12 @@ def main() -> int:
     if command == "setup":
         return 0  # the environment is ready; CI builds the other versions' ahead of their turn
     if command == "serve":
-        defaults = [] if _flag_value(rest, "--socket") else ["--socket", DEFAULT_SOCKET]
-        database = _flag_value(rest, "--telemetry-db")
-        if database is None:
-            defaults += ["--telemetry-db", DEFAULT_DB]
-        print(_reading_commands(Path(python).parent, database or DEFAULT_DB), file=sys.stderr)
-        if not any(arg == "--exchange" or arg.startswith("--exchange=") for arg in rest):
-            defaults += ["--exchange", "fake"]  # a local try-out never needs an account
-        # Become the executor: signals then reach it, not a parent that would die of them first.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.execv(python, [python, "-m", "executor", "serve", *defaults, *rest])
+        _serve(python, rest)
     if command in ("stats", "orders"):
         # The file dev.py serve writes, unless another is named.
         defaults = [] if _flag_value(rest, "--telemetry-db") else ["--telemetry-db", DEFAULT_DB]
-        return _run([python, "-m", "executor", command, *defaults, *rest])
+        # From the caller's directory: relative paths (--telemetry-db, --plot) are theirs.
+        return _run([python, "-m", "executor", command, *defaults, *rest], cwd=Path.cwd())
     if command == "test":
         return _run([python, "-m", "pytest", *rest])
     if command == "check":
@@ -174,5 +253,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    os.chdir(ROOT)
     sys.exit(main())

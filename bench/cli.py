@@ -9,10 +9,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
+from bench.background import BackgroundLoad
 from bench.clients.fire import FirePlan
 from bench.placement import default_placements, placed_all
-from bench.processes import BenchError, executor_spec
+from bench.processes import BenchError, ExecutorSpec, executor_spec
 from bench.reports.fire import fire_lines
+from bench.reports.fire_path import breakdown_lines
 from bench.reports.output import (
     RATIO_HEADER,
     append_history,
@@ -22,7 +24,7 @@ from bench.reports.output import (
     write_samples,
     write_summary,
 )
-from bench.runner import BURST_CLIENTS, CLIENT_SPANS, Series, run_all
+from bench.runner import BURST_CLIENTS, CLIENT_SPANS, DEFAULT_BURST_CLIENTS, Series, run_all
 from bench.scenarios.burst import (
     burst_lines,
     single_connection_throughput,
@@ -31,7 +33,12 @@ from bench.scenarios.burst import (
     write_throughput,
 )
 from bench.scenarios.fire import FIRE_STAGES, FireRunFacts, run_fire_all
-from bench.scenarios.saturation import run_saturation, saturation_lines, write_saturation
+from bench.scenarios.saturation import (
+    RELIABILITY_RATE,
+    run_saturation,
+    saturation_lines,
+    write_saturation,
+)
 from bench.scenarios.throughput import sweep
 
 DEFAULT_HISTORY: Final = Path("bench/history.csv")
@@ -77,8 +84,11 @@ not appended to --history. See docs/BENCHMARK.md, addendum 2026-11-30.
 (its process on CPU 1, every client process on CPU 0, set before exec like
 taskset), interleaved in every run; a pinned executor's name ends in @pinned.
 --saturation: clients pipelining 64-frame writes for --seconds, one connection flat
-out and four connections at 40,000 frames/s in all; acked/s, rows/s, drops
-(saturation.csv). See docs/BENCHMARK.md, addendum 2026-12-01."""
+out and four connections at --saturation-rate (40,000) frames/s in all; acked/s, rows/s, drops
+(saturation.csv). See docs/BENCHMARK.md, addendum 2026-12-01.
+--background-load N: N processes spinning on the CPUs from before the first run until
+after the last, in every mode; named in the output and machine.txt (contention as
+a configuration, issue 24)."""
 
 
 def _names(text: str) -> list[str]:
@@ -110,7 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="comma list of blocking (roundtrip), asyncio (reference-shaped poller,"
         " wake_send), trio (Trio poller, wake_send), burst-asyncio and burst-uvloop (burst"
-        " poller, wake_send); default blocking,asyncio (with --burst: the two burst clients)",
+        " poller, wake_send), reference-asyncio and reference-uvloop (the burst under the"
+        " reference poller's queue bound and drop policy: counts lost wakes); default"
+        " blocking,asyncio (with --burst: the two burst clients)",
     )
     parser.add_argument("--iterations", type=int, default=2000, help="kept samples (2000)")
     parser.add_argument("--warmup", type=int, default=200, help="discarded warm-up (200)")
@@ -159,7 +171,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--saturation",
         action="store_true",
         help="only the saturation scenario: 64-frame pipelined writes, one connection flat out"
-        " and four at 40,000 frames/s in all; acked/s, rows/s, drops (saturation.csv)",
+        " and four at --saturation-rate frames/s in all; acked/s, rows/s, drops (saturation.csv)",
+    )
+    parser.add_argument(
+        "--saturation-rate",
+        type=float,
+        default=RELIABILITY_RATE,
+        metavar="FRAMES_PER_S",
+        help="saturation: frames/s offered in all by the four-connection load"
+        f" ({RELIABILITY_RATE:.0f}; issue 24's contention target is 20000)",
     )
     parser.add_argument("--connections", type=int, default=4, help="throughput: K (4)")
     parser.add_argument(
@@ -171,6 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=[1000.0, 2000.0, 5000.0, 10000.0, 0.0],
         help="throughput: comma list of total offered frames/s, 0 = flat out"
         " (1000,2000,5000,10000,0)",
+    )
+    parser.add_argument(
+        "--background-load",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N processes spinning (a pure-Python busy loop, unpinned) during every run of the"
+        " invocation, named in the output and machine.txt (0)",
     )
     fire = parser.add_argument_group("fire path (docs/BENCHMARK.md, addendum 2026-11-30)")
     fire.add_argument("--fire", action="store_true", help="add the fire-path scenarios")
@@ -205,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as error:
         parser.error(str(error))
     if args.clients is None:
-        args.clients = list(BURST_CLIENTS) if args.burst else ["blocking", "asyncio"]
+        args.clients = list(DEFAULT_BURST_CLIENTS) if args.burst else ["blocking", "asyncio"]
     unknown = [client for client in args.clients if client not in CLIENT_SPANS]
     if unknown:
         known = ", ".join(CLIENT_SPANS)
@@ -216,23 +244,44 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--fire-warmup, --fire-shadow, --fire-real and --fire-bursts must be >= 0")
     if args.connections < 1 or args.seconds <= 0:
         parser.error("--connections must be >= 1 and --seconds > 0")
+    if args.background_load < 0:
+        parser.error("--background-load must be >= 0")
+    if args.saturation_rate <= 0:
+        parser.error("--saturation-rate must be > 0")
+    with BackgroundLoad(args.background_load) as background:
+        return _run(args, executors, argv, background.description)
+
+
+def _run(
+    args: argparse.Namespace,
+    executors: list[ExecutorSpec],
+    argv: list[str] | None,
+    background: str,
+) -> int:
+    """Everything after the flags are checked, while the background load (if any) spins."""
     stamp = datetime.now(UTC)
     load_start = os.getloadavg()
+    command = ["python -m bench", *(argv if argv is not None else sys.argv[1:])]
     try:
         if args.throughput:
             lines = sweep(executors, args.connections, args.seconds, args.rates, _progress)
             _progress("")
             print("\n".join(lines))
+            print(f"background load: {background}")
             return 0
         if args.saturation:
-            saturated = run_saturation(executors, args.runs, args.seconds, _progress)
+            saturated = run_saturation(
+                executors, args.runs, args.seconds, _progress, args.saturation_rate
+            )
             _progress("")
             out = args.out or DEFAULT_RESULTS / stamp.strftime("%Y%m%dT%H%M%SZ")
             out.mkdir(parents=True, exist_ok=True)
             write_saturation(out / "saturation.csv", saturated)
-            command = ["python -m bench", *(argv if argv is not None else sys.argv[1:])]
-            (out / "machine.txt").write_text(machine_facts(load_start, command), encoding="utf-8")
+            (out / "machine.txt").write_text(
+                machine_facts(load_start, command, background), encoding="utf-8"
+            )
             print("\n".join(saturation_lines(saturated)))
+            print(f"background load: {background}")
             print(f"results: {out}")
             return 0
         series: list[Series] = []
@@ -267,23 +316,34 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     write_summary(out / "summary.csv", [*series, *fire_series])
     write_samples(out / "samples.csv", [*series, *fire_series])
-    command = ["python -m bench", *(argv if argv is not None else sys.argv[1:])]
-    (out / "machine.txt").write_text(machine_facts(load_start, command), encoding="utf-8")
+    (out / "machine.txt").write_text(
+        machine_facts(load_start, command, background), encoding="utf-8"
+    )
     if series:
         print("\n".join(summary_lines(series)))
-        if args.burst:
+        if args.burst or any(client in BURST_CLIENTS for client in args.clients):
+            # A reference client's lost wakes are only in these lines and burst.csv.
             write_burst(out / "burst.csv", series)
+            print("\n".join(burst_lines(series)))
+        if args.burst:
             write_throughput(out / "throughput.csv", flood)
-            print("\n".join([*burst_lines(series), *throughput_lines(flood)]))
+            print("\n".join(throughput_lines(flood)))
         print(write_plot(out / "cdf.png", series))
     if fire_series:
         lines = summary_lines(fire_series)
         # The wake_recv/roundtrip ratio block means nothing for fire spans: fire_lines replaces it.
         print("\n".join(line for line in lines[: lines.index(RATIO_HEADER)]))
         print("\n".join(fire_lines(fire_series, fire_facts)))
-        print(write_plot(out / "fire-cdf.png", fire_series, FIRE_STAGES))
+        print("\n".join(breakdown_lines(fire_series)))
+        stage_series = [item for item in fire_series if item.span in FIRE_STAGES]
+        print(write_plot(out / "fire-cdf.png", stage_series, FIRE_STAGES))
     if series and not args.no_history:
-        rows = append_history(args.history, series, stamp)
-        print(f"history: {rows} rows appended to {args.history}")
+        if args.background_load:
+            # history.csv has no column for it: a loaded run's rows would pass for quiet ones.
+            print("history: not appended (runs under a background load)")
+        else:
+            rows = append_history(args.history, series, stamp)
+            print(f"history: {rows} rows appended to {args.history}")
+    print(f"background load: {background}")
     print(f"results: {out}")
     return 0

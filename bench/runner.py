@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from bench.clients.latency import BURST_KINDS
+from bench.clients.reference_burst import REFERENCE_KINDS
 from bench.processes import (
     COMPLETION_TIMEOUT_S,
     BenchError,
@@ -30,12 +31,18 @@ CLIENT_SPANS: Final = {
     "trio": "wake_send",
     "burst-asyncio": "wake_send",
     "burst-uvloop": "wake_send",
+    "reference-asyncio": "wake_send",
+    "reference-uvloop": "wake_send",
 }
 """The span each client kind measures from outside (the executor always adds ``wake_recv``)."""
 
-BURST_CLIENTS: Final = BURST_KINDS
-"""Clients that enqueue every frame back to back instead of one at a time (BENCHMARK.md addendum
-2026-11-30); they also report the deepest queue and the burst's frames/s."""
+BURST_CLIENTS: Final = (*BURST_KINDS, *REFERENCE_KINDS)
+"""Clients that enqueue every frame back to back instead of one at a time (BENCHMARK.md addenda
+2026-11-30 and 2026-12-01); they also report the deepest queue and the burst's frames/s, and the
+reference kinds the wakes their queue dropped (``lost``)."""
+
+DEFAULT_BURST_CLIENTS: Final = BURST_KINDS
+"""What ``--burst`` runs unless ``--clients`` says otherwise (the pre-registered pair)."""
 
 CLIENT_TIMEOUT_S: Final = 600.0
 """Longest a latency client may run (s); 2200 paced frames take a second or two."""
@@ -64,6 +71,7 @@ def run_client(
     """Run one latency client process to completion; its durations (µs) and figures.
 
     The figures are the JSON object a burst client prints last on stdout (empty for the others).
+    A reference client times only the wakes its queue did not drop (``lost``).
 
     Raises:
         BenchError: the client failed or reported a different number of frames.
@@ -81,14 +89,15 @@ def run_client(
         raise BenchError(f"client {kind} exited {done.returncode}: {done.stderr.strip()[-400:]}")
     with open(out_path, encoding="ascii") as lines:
         durations = [int(line) / 1000.0 for line in lines if line.strip()]
-    if len(durations) != frames:
-        raise BenchError(f"client {kind} timed {len(durations)} of {frames} frames")
     figures: dict[str, float] = {}
     if kind in BURST_CLIENTS:
         try:
             figures = {k: float(v) for k, v in json.loads(done.stdout.splitlines()[-1]).items()}
         except (IndexError, ValueError, AttributeError) as error:
             raise BenchError(f"client {kind} printed no figures: {error}") from None
+    delivered = frames - int(figures.get("lost", 0))
+    if len(durations) != delivered:
+        raise BenchError(f"client {kind} timed {len(durations)} of {delivered} frames")
     return durations, figures
 
 
@@ -109,7 +118,9 @@ def run_configuration(
             outside, figures = run_client(
                 client, socket_path, frames, os.path.join(directory, "c.txt"), spec.client_cpus
             )
-            wait_for_rows(database_path, frames, timeout=COMPLETION_TIMEOUT_S)
+            # Every wake the client delivered has its row; a wake its queue dropped never left it.
+            delivered = frames - int(figures.get("lost", 0))
+            wait_for_rows(database_path, delivered, timeout=COMPLETION_TIMEOUT_S)
             status = executor.stop()
         if status != 0:
             raise BenchError(
@@ -119,8 +130,8 @@ def run_configuration(
         inside = read_wake_recv_us(database_path)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    if len(inside) != frames:
-        raise BenchError(f"{len(inside)} wake_recv rows for {frames} frames after shutdown")
+    if len(inside) != delivered:
+        raise BenchError(f"{len(inside)} wake_recv rows for {delivered} frames after shutdown")
     return [
         Series(run, spec.name, client, "wake_recv", warmup, tuple(inside[warmup:])),
         Series(

@@ -31,6 +31,13 @@ from executor.recording.schema import default_telemetry_db
 from executor.server import DEFAULT_GRACE_S, ExecutorServer, ServerConfig, SocketSetupError
 from executor.settings import Settings, add_exchange_arguments, load_settings
 from executor.telemetry import BATCH_LINGER_S, CHANNEL_CAPACITY, TelemetryOpenError
+from executor.wire.socket_access import (
+    DEFAULT_SOCKET_MODE,
+    SocketAccessError,
+    parse_socket_mode,
+    resolve_socket_group,
+    socket_access,
+)
 from executor.wire.unixsocket import SocketPathError
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -107,6 +114,20 @@ def _socket_path(text: str) -> Path:
     return Path(text)
 
 
+def _socket_mode(text: str) -> int:
+    try:
+        return parse_socket_mode(text)
+    except SocketAccessError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _socket_group(text: str) -> tuple[int, str]:
+    try:
+        return resolve_socket_group(text)
+    except SocketAccessError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``executor`` argument parser (``killswitch`` arguments are parsed by its own module)."""
     parser = _OneLineParser(
@@ -124,6 +145,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--socket", required=True, type=_socket_path, help="Unix socket path to listen on"
+    )
+    serve.add_argument(
+        "--socket-mode",
+        type=_socket_mode,
+        default=DEFAULT_SOCKET_MODE,
+        metavar="MODE",
+        help=f"the socket's permission bits, octal (default {DEFAULT_SOCKET_MODE:04o}: the "
+        "executor's user only; 0660 lets a group connect; other users never can)",
+    )
+    serve.add_argument(
+        "--socket-group",
+        type=_socket_group,
+        default=None,
+        metavar="GROUP",
+        help="give the socket to this group (a name or number this process is a member of), "
+        "so a poller running as another user in it can connect with --socket-mode 0660",
     )
     serve.add_argument(
         "--telemetry-db",
@@ -171,9 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--cpu",
         type=_cpus,
         default=None,
-        metavar="N[,M...]",
-        help="pin the event-loop thread to these CPUs and keep the executor's other threads and "
-        "worker processes off them (where any other CPU is allowed); default: no pinning",
+        metavar="CPUS",
+        help="pin the event-loop thread to these CPUs (1, 0,2, 0-1: as taskset -c takes them) "
+        "and keep the executor's other threads and worker processes off them (where any other "
+        "CPU is allowed); default: no pinning",
     )
     serve.add_argument(
         "--log-format",
@@ -218,6 +256,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _serve(args: argparse.Namespace) -> int:
     try:
+        access = socket_access(args.socket_mode, args.socket_group)
+    except SocketAccessError as error:
+        print(f"executor: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
         settings = load_settings(args, os.environ)
         signer = None
         if settings.exchange.mode != "none":
@@ -257,6 +300,7 @@ def _serve(args: argparse.Namespace) -> int:
             kill_switch=kill_switch,
             signer=signer,
             announce=notifier.status,
+            socket_path=args.socket,
         )
     config = ServerConfig(
         socket_path=args.socket,
@@ -270,6 +314,7 @@ def _serve(args: argparse.Namespace) -> int:
         order_path=order_path,
         metrics_address=args.metrics,
         notifier=notifier,
+        socket_access=access,
     )
     server = ExecutorServer(config)
     # From here on SIGINT/SIGTERM never kill the process: before the signal task listens (and

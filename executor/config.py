@@ -46,7 +46,7 @@ KNOWN_VARIABLES: Final = frozenset(
         *(
             f"KALSHI_{environment}_{suffix}"
             for environment in ("DEMO", "PROD")
-            for suffix in ("API_KEY_ID", "PRIVATE_KEY_PATH", "BASE_URL")
+            for suffix in ("API_KEY_ID", "PRIVATE_KEY_PATH", "BASE_URL", "WS_URL")
         ),
         "KALSHI_ALLOW_PRODUCTION_ORDERS",
         "KALSHI_CA_FILE",
@@ -99,11 +99,19 @@ def unknown_variables(
         if name.startswith(VARIABLE_PREFIX) and name not in KNOWN_VARIABLES:
             found.setdefault(name, "the environment")
     return tuple(
-        UnknownVariable(
-            name, source, next(iter(difflib.get_close_matches(name, KNOWN_VARIABLES, n=1)), None)
-        )
+        UnknownVariable(name, source, _closest_known(name))
         for name, source in sorted(found.items())
     )
+
+
+def _closest_known(name: str) -> str | None:
+    """The known name ``name`` is most likely a misspelling of, or None when none is close.
+
+    Compared without the ``KALSHI_`` prefix every name shares: with it, any short name looks
+    60% like a known one (``FOO`` with the prefix would suggest the CA file's variable)."""
+    suffixes = {known.removeprefix(VARIABLE_PREFIX): known for known in KNOWN_VARIABLES}
+    matches = difflib.get_close_matches(name.removeprefix(VARIABLE_PREFIX), suffixes, n=1)
+    return suffixes[matches[0]] if matches else None
 
 
 def read_env_file(env_file: Path) -> dict[str, str]:

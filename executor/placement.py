@@ -1,8 +1,9 @@
 """CPU placement: the event-loop thread on the CPUs given, every other thread and process off them.
 
-``executor serve --cpu N`` (or a list, ``--cpu 0,1``). Linux affinity is per thread and inherited:
-a thread or process starts with the mask of the thread that started it. So :func:`apply_placement`,
-called on the thread that is about to run ``trio.run`` (the loop thread), does three things:
+``executor serve --cpu N`` (or a list, ``--cpu 0,1``, or a range, ``--cpu 0-1``). Linux affinity
+is per thread and inherited: a thread or process starts with the mask of the thread that started
+it. So :func:`apply_placement`, called on the thread that is about to run ``trio.run`` (the loop
+thread), does three things:
 
 1. every thread already running moves off the loop's CPUs (``/proc/self/task``);
 2. every thread started later through :mod:`threading` (Trio's worker threads, so the telemetry
@@ -24,6 +25,7 @@ Cancellation: nothing here awaits.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable
@@ -52,27 +54,40 @@ def _describe(cpus: frozenset[int]) -> str:
     return ",".join(str(cpu) for cpu in sorted(cpus))
 
 
+_CPU_ITEM: Final = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?")
+"""One item of a CPU list: ``N``, ``N-M`` or ``N-M:STRIDE`` (``taskset -c``'s forms)."""
+
+
 def parse_cpus(text: str, allowed: frozenset[int] | None = None) -> frozenset[int]:
-    """The CPUs a ``--cpu`` value names: ``N`` or a comma list ``N,M``.
+    """The CPUs a ``--cpu`` value names, in the list forms ``taskset -c`` and systemd's
+    ``CPUAffinity=`` take: items ``N``, ``N-M`` (both included) or ``N-M:STRIDE``, separated by
+    commas or spaces (``1``, ``0,1``, ``0-1``, ``0-3:2``, ``0-1 3``).
 
     Raises:
-        PlacementError: empty, not whole numbers, or a CPU outside ``allowed`` (default: this
-            process's affinity).
+        PlacementError: empty, an item of another form (a range that runs backwards, a zero
+            stride), or a CPU outside ``allowed`` (default: this process's affinity).
     """
     allowed = allowed_cpus() if allowed is None else allowed
-    parts = [part.strip() for part in text.split(",")]
-    if not text.strip() or not all(part.isdigit() for part in parts):
-        raise PlacementError(
-            f"expected a CPU number or a comma list of them (e.g. 1 or 0,1), got {text!r}"
-        )
-    cpus = frozenset(int(part) for part in parts)
-    missing = cpus - allowed
+    cpus: set[int] = set()
+    items = re.split(r"\s*,\s*|\s+", text.strip())
+    for item in items:
+        match = _CPU_ITEM.fullmatch(item)
+        first = int(match.group(1)) if match else 0
+        last = int(match.group(2)) if match and match.group(2) else first
+        stride = int(match.group(3)) if match and match.group(3) else 1
+        if match is None or last < first or stride < 1:
+            raise PlacementError(
+                "expected a CPU number, a range or a list of them (e.g. 1, 0,1 or 0-1), "
+                f"got {text!r}"
+            )
+        cpus.update(range(first, last + 1, stride))
+    missing = frozenset(cpus) - allowed
     if missing:
         raise PlacementError(
             f"CPU {_describe(missing)} is not available to this process"
             f" (allowed: {_describe(allowed)})"
         )
-    return cpus
+    return frozenset(cpus)
 
 
 @dataclass(frozen=True, slots=True)

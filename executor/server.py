@@ -27,7 +27,7 @@ import structlog
 import trio
 
 from executor.config import StartupError
-from executor.fire.path import FirePath
+from executor.fire.path import FireOutcome, FirePath, FireRest
 from executor.notify import ServiceNotifier
 from executor.recording.counters import ServerStatistics
 from executor.recording.metrics import (
@@ -47,6 +47,7 @@ from executor.telemetry import (
 from executor.wire.connection import Connection, FrameCounters
 from executor.wire.protocol import WakeMessage
 from executor.wire.session import serve_connection
+from executor.wire.socket_access import SocketAccess, group_reach_problem
 from executor.wire.unixsocket import (
     InstanceLock,
     PreparedSocket,
@@ -95,6 +96,8 @@ class ServerConfig:
     notifier: ServiceNotifier | None = None
     """Where readiness goes (systemd's ``NOTIFY_SOCKET``): STATUS= while starting, READY=1 once
     the socket is published, STOPPING=1 when shutdown begins. None notifies nobody."""
+    socket_access: SocketAccess = field(default_factory=SocketAccess)
+    """Who may connect (``--socket-mode``, ``--socket-group``); default owner-only, 0600."""
 
 
 class ExecutorServer:
@@ -146,6 +149,12 @@ class ExecutorServer:
             reconcile_failed=fires.reconcile_failed,
             presigned=fires.presigned,
             signed_inline=fires.signed_inline,
+            stream_connected=fires.stream_connected,
+            stream_reconnects=fires.stream_reconnects,
+            stream_fill_messages=fires.stream_fill_messages,
+            stream_order_messages=fires.stream_order_messages,
+            stream_fills_applied=fires.stream_fills_applied,
+            stream_orders_applied=fires.stream_orders_applied,
             adopted=fires.adopted,
             foreign_orders=fires.foreign_orders,
         )
@@ -199,7 +208,7 @@ class ExecutorServer:
             # Claim the socket (bound and listening, not yet reachable) before creating anything
             # else: a path that cannot be bound leaves the database untouched.
             remove_stale_socket(socket_path)
-            prepared = prepare_unix_socket(socket_path)
+            prepared = prepare_unix_socket(socket_path, self.config.socket_access)
             metrics: MetricsEndpoint | None = None
             try:
                 observe = None
@@ -273,6 +282,10 @@ class ExecutorServer:
                 self._fire_path = fire_path
                 listener = publish_unix_socket(prepared)
                 self._published = True
+                # A group behind a folder it cannot pass is a poller that never connects.
+                access = self.config.socket_access
+                if problem := group_reach_problem(self.config.socket_path, access):
+                    log.warning("socket group cannot reach the socket", problem=problem)
                 try:
                     await self._serve(listener, task_status)
                 finally:
@@ -337,30 +350,33 @@ class ExecutorServer:
         finally:
             counters.connections_open -= 1
 
-    def _start_fire(self, message: WakeMessage) -> None:
-        # A fire with nothing to await ends here (FirePath.fire_now); the rest get a task each.
+    def _start_fire(self, message: WakeMessage, read_ns: int, acked_ns: int) -> None:
+        # Everything that needs no waiting happens here, in the connection's task: a fire with
+        # nothing to await ends here, a real order is decided and written here (FirePath.start);
+        # only what is left (a response to read, a row to queue) gets a task of its own.
         try:
-            if self._fire_path.fire_now(message) is not None:
-                return
+            started = self._fire_path.start(message, (read_ns, acked_ns))
         except Exception:
             self._counters.fire_errors += 1
             log.exception("fire failed", correlation_id=message.correlation_id)
             return
+        if isinstance(started, FireOutcome):
+            return
         fires = self._fires_nursery
         assert fires is not None
-        fires.start_soon(self._fire, message)
+        fires.start_soon(self._fire, started, message.correlation_id)
 
-    async def _fire(self, message: WakeMessage) -> None:
+    async def _fire(self, rest: FireRest, correlation_id: str) -> None:
         # Refusals are logged (and counted) by the fire path itself.
         try:
-            await self._fire_path.fire(message)
+            await rest()
         except trio.Cancelled:
             self._counters.fires_cancelled += 1
-            log.warning("fire cancelled at shutdown", correlation_id=message.correlation_id)
+            log.warning("fire cancelled at shutdown", correlation_id=correlation_id)
             raise
         except Exception:
             self._counters.fire_errors += 1
-            log.exception("fire failed", correlation_id=message.correlation_id)
+            log.exception("fire failed", correlation_id=correlation_id)
 
 
 def _sole_startup_error(group: BaseExceptionGroup[BaseException]) -> Exception | None:

@@ -45,6 +45,12 @@ DEMO_BASE_URL: Final = "https://external-api.demo.kalshi.co"
 PROD_BASE_URL: Final = "https://external-api.kalshi.com"
 """The production exchange; reached only with ``KALSHI_ALLOW_PRODUCTION_ORDERS`` true."""
 
+DEMO_STREAM_URL: Final = "wss://external-api-ws.demo.kalshi.co/trade-api/ws/v2"
+"""The demo exchange's WebSocket API (Kalshi's quick start), used when no URL is set."""
+
+PROD_STREAM_URL: Final = "wss://external-api-ws.kalshi.com/trade-api/ws/v2"
+"""The production exchange's WebSocket API (the published AsyncAPI's server)."""
+
 TIME_IN_FORCE_CHOICES: Final = ("fill_or_kill", "good_till_canceled", "immediate_or_cancel")
 SELF_TRADE_PREVENTION_CHOICES: Final = ("taker_at_cross", "maker")
 
@@ -75,6 +81,10 @@ class ExchangeSettings:
     self_trade_prevention_type: str = "taker_at_cross"
     shadow_signing: ShadowSigning = "process"
     presign_max_age_ms: int = DEFAULT_PRESIGN_MAX_AGE_MS
+    stream: bool = True
+    """``--stream``: keep the exchange's WebSocket stream of fills and order updates."""
+    stream_url: str | None = None
+    """The stream's ``wss://`` URL; None: on the base URL's host (the fake serves both)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +141,14 @@ def add_exchange_arguments(parser: argparse.ArgumentParser) -> None:
         help="sign orders ahead in a worker process; an order uses a signature at most MS old "
         f"or signs inline (default {DEFAULT_PRESIGN_MAX_AGE_MS}; 0: always sign inline; "
         f"at most {MAX_PRESIGN_MAX_AGE_MS})",
+    )
+    group.add_argument(
+        "--stream",
+        choices=("on", "off"),
+        default="on",
+        help="on (default): follow fills and order updates on the exchange's WebSocket stream "
+        "(KALSHI_DEMO_WS_URL / KALSHI_PROD_WS_URL), the account poll covering it while it is "
+        "down; off: the account poll alone follows resting orders",
     )
     group.add_argument(
         "--environment",
@@ -193,6 +211,11 @@ def load_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Setti
             "will not trade against a real exchange without knowing which shards are funded "
             "(set it, e.g. KALSHI_ALLOWED_EXCHANGE_INDEXES=0)"
         )
+    exchange = dataclasses.replace(
+        exchange,
+        stream=getattr(args, "stream", "on") == "on",
+        stream_url=_stream_url(values, environment) if mode == "real" else None,
+    )
     return Settings(
         exchange=exchange,
         sizing=sizing,
@@ -312,6 +335,16 @@ def _base_url(name: str, text: str) -> str:
             f"{name}={text!r}: give scheme and host only (the /trade-api/v2 path is added)"
         )
     return f"https://{url.netloc}"
+
+
+def _stream_url(values: Variables, environment: Environment) -> str:
+    """``KALSHI_{DEMO,PROD}_WS_URL`` or the environment's published stream URL."""
+    name = f"KALSHI_{environment.upper()}_WS_URL"
+    text = values.get(name) or (DEMO_STREAM_URL if environment == "demo" else PROD_STREAM_URL)
+    url = urllib.parse.urlsplit(text.strip())
+    if url.scheme != "wss" or not url.hostname or not url.path.startswith("/"):
+        raise ConfigError(f"{name}={text!r}: must be a wss:// URL with a host and a path")
+    return text.strip()
 
 
 def _risk_limits(values: Variables) -> RiskLimits:

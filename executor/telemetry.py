@@ -28,6 +28,7 @@ is back (:attr:`Telemetry.audit_trail`: its state, transitions and the rows it i
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 from collections.abc import Callable
@@ -41,13 +42,8 @@ import trio
 from executor.recording.audit_trail import AuditTrailState
 from executor.recording.consumer import BATCH_LINGER_S, BATCH_MAX_ROWS, TelemetryConsumer
 from executor.recording.counters import TelemetryCounters, TelemetryStatistics
-from executor.recording.database import (
-    TelemetryOpenError,
-    database_files,
-    open_database,
-    prove_writable,
-    remove_new_files,
-)
+from executor.recording.database import TelemetryOpenError, database_files, remove_new_files
+from executor.recording.database_lock import DatabaseLock, open_locked_database
 from executor.recording.intent_journal import IntentJournal, JournalWriteError, journal_path
 from executor.recording.journal_replay import replay_journal
 from executor.recording.rows import (
@@ -225,23 +221,32 @@ async def serve_telemetry(
     path = Path(db_path)
     one_thread_at_a_time = trio.CapacityLimiter(1)
     existed = await trio.to_thread.run_sync(database_files, path)
-    connection, created = await trio.to_thread.run_sync(
-        open_database, path, limiter=one_thread_at_a_time
-    )
+    lock = DatabaseLock(path)
+    await trio.to_thread.run_sync(lock.acquire)
     counters = TelemetryCounters()
     journal: IntentJournal | None = None
     try:
-        if require_writable:
-            await trio.to_thread.run_sync(
-                prove_writable, connection, path, limiter=one_thread_at_a_time
-            )
+        connection, created = await trio.to_thread.run_sync(
+            functools.partial(open_locked_database, lock, require_writable=require_writable),
+            limiter=one_thread_at_a_time,
+        )
         if intent_journal:
-            journal = await trio.to_thread.run_sync(
-                _replay_and_open_journal, connection, path, counters, limiter=one_thread_at_a_time
-            )
-    except TelemetryOpenError:
-        await trio.to_thread.run_sync(connection.close, limiter=one_thread_at_a_time)
-        await trio.to_thread.run_sync(remove_new_files, path, existed)
+            try:
+                journal = await trio.to_thread.run_sync(
+                    _replay_and_open_journal,
+                    connection,
+                    path,
+                    counters,
+                    limiter=one_thread_at_a_time,
+                )
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(connection.close, limiter=one_thread_at_a_time)
+                raise
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(remove_new_files, path, existed)
+        lock.release()
         raise
     trail = AuditTrailState(counters, path, journal)
     send, receive = trio.open_memory_channel[TelemetryRow](capacity)
@@ -269,6 +274,7 @@ async def serve_telemetry(
         await consumer.close_database(CLOSE_TIMEOUT_S)
         if journal is not None:
             _close_journal(journal)
+        lock.release()  # after the connection: closing a descriptor drops SQLite's POSIX locks
 
 
 def _replay_and_open_journal(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -14,6 +15,25 @@ from executor import logs
 from executor.fake.exchange import FakeCredentials, FakeExchange, serve_fake_exchange
 from tests.support.inprocess import RunningServer, start_server
 from tests.support.processes import Spawner
+
+STRAY_PREFIX = "KALSHI_"
+"""Variables the executor reads (and warns about when it does not know one)."""
+
+_stray_variables: dict[str, str] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """No ``KALSHI_*`` variable of the caller's shell reaches a test or an executor a test
+    starts: each test sets the ones it means. A stray one would make every executor warn of an
+    unknown variable, or trade against the exchange it names. Put back when the run ends."""
+    for name in [name for name in os.environ if name.startswith(STRAY_PREFIX)]:
+        _stray_variables[name] = os.environ.pop(name)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The caller's ``KALSHI_*`` variables, back as they were."""
+    os.environ.update(_stray_variables)
+    _stray_variables.clear()
 
 
 @pytest.fixture(autouse=True)

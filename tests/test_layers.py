@@ -34,6 +34,7 @@ LAYERS: Final[Layers] = (
     (
         "executor",
         "executor.clock",
+        "executor.file_lock",
         "executor.logs",
         "executor.notify",
         "executor.placement",
@@ -50,7 +51,7 @@ LAYERS: Final[Layers] = (
     ("executor.fire",),
     ("executor.stats",),
     ("executor.server",),
-    ("executor.cli", "executor.main", "executor.__main__", "executor.fake_exchange"),
+    ("executor.cli", "executor.main", "executor.__main__"),
 )
 """The executor's layers, lowest first: a module may import its own layer and those below."""
 

@@ -122,7 +122,7 @@ class BaselineExecutor:
                 )
             )
             if self.fire_path is not None:
-                fire = asyncio.create_task(self.fire_path.fire(message))
+                fire = asyncio.create_task(self.fire_path.fire(message, (started_ns, ended_ns)))
             else:
                 fire = asyncio.create_task(dispatch(message, counters))
             self._fires.add(fire)

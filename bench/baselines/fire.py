@@ -42,6 +42,7 @@ import aiohttp
 
 from bench.baselines.rowwriter import RowWriter
 from executor.clock import clock_domain
+from executor.exchange.stages import FireStamps, path_us
 from executor.exchange.transport import BALANCE_PATH, ORDER_PATH, OrderSpec, OrderStamps, order_body
 from executor.signer import HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP, KalshiSigner
 from executor.wire.protocol import WakeMessage
@@ -223,14 +224,21 @@ class BaselineFirePath:
         self._order_url = config.base_url + ORDER_PATH
         self._domain = clock_domain()
 
-    async def fire(self, message: WakeMessage) -> None:
-        """Place (or shadow) one order for ``message``; record its stage rows whatever happens."""
+    async def fire(self, message: WakeMessage, arrival: tuple[int, int] | None = None) -> None:
+        """Place (or shadow) one order for ``message``; record its stage rows whatever happens.
+
+        ``arrival`` is ``(read_ns, acked_ns)`` from the connection loop, for the path breakdown.
+        """
+        fire_ns = time.perf_counter_ns()
         price = message.wire_price_yes_dollars
         if not message.dry_run and not 0.0 < price < 1.0:
             self.counters.refused_price += 1
             return
         self.counters.fired += 1
-        build_start = time.perf_counter_ns()
+        path = FireStamps(fire_ns=fire_ns)
+        if arrival is not None:
+            path.read_ns, path.acked_ns = arrival
+        build_start = path.decided_ns = time.perf_counter_ns()
         body = order_body(
             OrderSpec(
                 ticker=message.market_ticker,
@@ -244,14 +252,15 @@ class BaselineFirePath:
             )
         )
         build_end = time.perf_counter_ns()
-        stamps = OrderStamps()
+        stamps = path.order
+        path.build_start_ns, path.build_end_ns = build_start, build_end
         try:
             await self.place_order(body, stamps, dry_run=message.dry_run)
         except Exception as error:  # contained per fire, like the reference's fire task
             self.counters.dispatch_errors += 1
             self.counters.last_error = str(error)[:200]
         finally:
-            self._record(message, build_start, build_end, stamps)
+            self._record(message, path)
 
     async def place_order(self, body: bytes, stamps: OrderStamps, *, dry_run: bool) -> bytes:
         """DISPATCH.md §5's attempts; the response body (``b""`` for a shadow fire).
@@ -302,9 +311,8 @@ class BaselineFirePath:
             raise OrderFailed(text, retryable=status in RETRY_STATUSES)
         return payload
 
-    def _record(
-        self, message: WakeMessage, build_start: int, build_end: int, stamps: OrderStamps
-    ) -> None:
+    def _record(self, message: WakeMessage, path: FireStamps) -> None:
+        build_start, build_end, stamps = path.build_start_ns, path.build_end_ns, path.order
         spans = [
             ("order_build", build_start, build_end),
             ("sign", stamps.sign_start_ns, stamps.sign_end_ns),
@@ -319,10 +327,13 @@ class BaselineFirePath:
             spans.append(("detect_wire", message.recv_ns, stamps.wire_ns))
         # The reference's anchoring: every row ends at the moment it is recorded.
         ended_at_ms = time.time_ns() // 1_000_000
-        metadata = METADATA[message.dry_run]
         for stage, start, end in spans:
             if start is None or end is None:
                 continue
+            metadata = METADATA[message.dry_run]
+            if stage == "detect_wire":  # the same breakdown the Trio executor writes
+                wire_path = {"dry_run": message.dry_run, "path_us": path_us(message, path)}
+                metadata = json.dumps(wire_path, separators=(",", ":"))
             duration_ms = (end - start) / 1_000_000
             row = (message.correlation_id, stage, ended_at_ms - int(duration_ms), ended_at_ms)
             self._rows.record((*row, duration_ms, metadata))

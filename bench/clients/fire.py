@@ -144,7 +144,45 @@ class _Acks:
             raise RuntimeError(f"unexpected ack {ack!r} for {cid}")
 
 
-def _quiet(sock: socket.socket, acks: _Acks, plan: FirePlan, domain: str) -> None:
+ClientStamps = dict[str, tuple[int, int, int]]
+"""Per correlation id, this client's ``(recv_ns, built_ns, written_ns)``: the market event, the
+frame's bytes made, and ``sendall`` returned (the path breakdown's client rows)."""
+
+
+def _send_wake(
+    sock: socket.socket, cid: str, *, dry_run: bool, domain: str, stamps: ClientStamps
+) -> None:
+    recv_ns = time.perf_counter_ns()
+    frame = fire_frame(cid, dry_run=dry_run, recv_ns=recv_ns, domain=domain)
+    built_ns = time.perf_counter_ns()
+    sock.sendall(frame)
+    stamps[cid] = (recv_ns, built_ns, time.perf_counter_ns())
+
+
+def write_client_stamps(path: str, stamps: ClientStamps) -> None:
+    """``correlation_id,built_us,written_us`` per wake, in µs after its ``recv_ns``."""
+    with open(path, "w", encoding="ascii") as out:
+        out.write("correlation_id,built_us,written_us\n")
+        for cid, (recv_ns, built_ns, written_ns) in stamps.items():
+            out.write(
+                f"{cid},{(built_ns - recv_ns) / 1000:.1f},{(written_ns - recv_ns) / 1000:.1f}\n"
+            )
+
+
+def read_client_stamps(path: str) -> dict[str, tuple[float, float]]:
+    """What :func:`write_client_stamps` wrote: per correlation id, ``(built_us, written_us)``."""
+    found: dict[str, tuple[float, float]] = {}
+    with open(path, encoding="ascii") as lines:
+        next(lines, None)
+        for line in lines:
+            cid, built, written = line.rstrip("\n").split(",")
+            found[cid] = (float(built), float(written))
+    return found
+
+
+def _quiet(
+    sock: socket.socket, acks: _Acks, plan: FirePlan, domain: str, stamps: ClientStamps
+) -> None:
     sequence: Iterator[tuple[str, int, bool]] = iter(
         [("warmshadow", i, False) for i in range(plan.warmup)]
         + [("warmreal", i, True) for i in range(plan.warmup)]
@@ -157,13 +195,14 @@ def _quiet(sock: socket.socket, acks: _Acks, plan: FirePlan, domain: str) -> Non
         counters[phase] += 1
     for phase, index, is_real in [*sequence, *kept]:
         cid = fire_cid(phase, index)
-        recv_ns = time.perf_counter_ns()
-        sock.sendall(fire_frame(cid, dry_run=not is_real, recv_ns=recv_ns, domain=domain))
+        _send_wake(sock, cid, dry_run=not is_real, domain=domain, stamps=stamps)
         acks.expect(cid)
         time.sleep(REAL_GAP_S if is_real else SHADOW_GAP_S)
 
 
-def _bursts(sock: socket.socket, acks: _Acks, plan: FirePlan, domain: str) -> None:
+def _bursts(
+    sock: socket.socket, acks: _Acks, plan: FirePlan, domain: str, stamps: ClientStamps
+) -> None:
     middle = plan.burst_shadows // 2
     shadow_index = 0
     for burst in range(plan.bursts):
@@ -175,21 +214,22 @@ def _bursts(sock: socket.socket, acks: _Acks, plan: FirePlan, domain: str) -> No
             else:
                 cid = fire_cid("burstshadow", shadow_index)
                 shadow_index += 1
-            recv_ns = time.perf_counter_ns()
-            sock.sendall(fire_frame(cid, dry_run=not is_real, recv_ns=recv_ns, domain=domain))
+            _send_wake(sock, cid, dry_run=not is_real, domain=domain, stamps=stamps)
             sent.append(cid)
         for cid in sent:
             acks.expect(cid)
         time.sleep(BURST_GAP_S)
 
 
-def run_plan(socket_path: str, plan: FirePlan, domain: str) -> None:
-    """Send every phase of ``plan`` on one connection; every ack read and checked."""
+def run_plan(socket_path: str, plan: FirePlan, domain: str) -> ClientStamps:
+    """Send every phase of ``plan`` on one connection; every ack read and checked; the stamps."""
+    stamps: ClientStamps = {}
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.connect(socket_path)
         acks = _Acks(sock)
-        _quiet(sock, acks, plan, domain)
-        _bursts(sock, acks, plan, domain)
+        _quiet(sock, acks, plan, domain, stamps)
+        _bursts(sock, acks, plan, domain, stamps)
+    return stamps
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -206,11 +246,16 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="override the clock domain stamped on wakes (tests: a foreign clock)",
     )
+    parser.add_argument(
+        "--stamps", default=None, help="write each wake's client stamps (CSV) to this file"
+    )
     args = parser.parse_args(argv)
     plan = FirePlan(args.warmup, args.shadow, args.real, args.bursts, args.burst_shadows)
     domain = clock_domain() if args.clock_domain is None else args.clock_domain
     try:
-        run_plan(args.socket, plan, domain)
+        stamps = run_plan(args.socket, plan, domain)
+        if args.stamps is not None:
+            write_client_stamps(args.stamps, stamps)
     except (OSError, RuntimeError) as error:
         print(f"bench.clients.fire: {error}", file=sys.stderr)
         return 1

@@ -16,6 +16,10 @@ them, as the reference's burst harness does; ``wake_send`` = ``sent_at_ns`` stam
 enqueue -> that frame's ``drain()`` returned. They also print a JSON line with the deepest the queue
 got and the burst's frames/s (first enqueue -> last ack read).
 
+Reference kinds (``reference-asyncio``, ``reference-uvloop``) are the burst with the reference
+poller's queue bound and drop policy (``bench.clients.reference_burst``): they never block, and
+print ``lost`` (wakes dropped at the queue) with the burst's figures.
+
 ``flood`` is the throughput client: pipelined frames (no waiting for acks) for ``--seconds``, at
 ``--rate`` frames/s (0 = as fast as possible); it prints a JSON line with sent/acked counts.
 """
@@ -35,6 +39,7 @@ from typing import Final
 import trio
 
 from bench.clients.frames import body_length, correlation_id, wake_frame, wake_message
+from bench.clients.reference_burst import REFERENCE_KINDS, run_reference_burst
 from executor.wire.protocol import WakeMessage, decode_wake_ack, encode_frame
 
 POLLER_QUEUE: Final = 64
@@ -252,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one client kind and write its durations (or counts) where asked."""
     parser = argparse.ArgumentParser(prog="python -m bench.clients.latency", description=__doc__)
     parser.add_argument(
-        "kind", choices=("blocking", "asyncio", "trio", "flood", *BURST_KINDS)
+        "kind", choices=("blocking", "asyncio", "trio", "flood", *BURST_KINDS, *REFERENCE_KINDS)
     )
     parser.add_argument("--socket", required=True, help="executor's Unix socket")
     parser.add_argument("--frames", type=int, default=0, help="frames to send (latency kinds)")
@@ -264,9 +269,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.kind == "flood":
         print(json.dumps(run_flood(args.socket, args.seconds, args.rate, max(1, args.batch))))
         return 0
-    if args.kind in BURST_KINDS:
-        burst = run_burst_poller(args.socket, args.frames, args.kind)
-        if args.kind == "burst-uvloop":
+    if args.kind in (*BURST_KINDS, *REFERENCE_KINDS):
+        if args.kind in REFERENCE_KINDS:
+            burst = run_reference_burst(args.socket, args.frames, args.kind)
+        else:
+            burst = run_burst_poller(args.socket, args.frames, args.kind)
+        if args.kind.endswith("-uvloop"):
             import uvloop
 
             durations, figures = uvloop.run(burst)

@@ -132,8 +132,13 @@ def append_history(path: Path, series: Sequence[Series], stamp: datetime) -> int
     return len(grouped)
 
 
-def machine_facts(load_start: tuple[float, float, float], argv: Sequence[str]) -> str:
-    """The text of ``machine.txt`` (read load average at the end when this is called)."""
+def machine_facts(
+    load_start: tuple[float, float, float], argv: Sequence[str], background: str = "none"
+) -> str:
+    """The text of ``machine.txt`` (read load average at the end when this is called).
+
+    ``background`` names the background load every run competed with (``--background-load``).
+    """
     cpu_model = "unknown"
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
@@ -158,6 +163,7 @@ def machine_facts(load_start: tuple[float, float, float], argv: Sequence[str]) -
             lines.append(f"package {package}: {importlib.metadata.version(package)}")
         except importlib.metadata.PackageNotFoundError:
             lines.append(f"package {package}: not installed")
+    lines.append(f"background_load: {background}")
     return "\n".join(lines) + "\n"
 
 

@@ -2,7 +2,8 @@
 
 The burst clients' samples go to ``summary.csv`` / ``samples.csv`` like every span (client names
 ``burst-asyncio`` and ``burst-uvloop``); this module adds what only a burst has (the tail's max,
-the deepest queue, the burst's frame rate) and the one-connection flat-out throughput that goes
+the deepest queue, the burst's frame rate, and for the reference-policy clients the wakes their
+queue dropped) and the one-connection flat-out throughput that goes
 with it (BENCHMARK.md, addendum 2026-11-30).
 """
 
@@ -14,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
+from bench.clients.reference_burst import REFERENCE_KINDS
 from bench.placement import trio_reference
 from bench.processes import ExecutorSpec
 from bench.reports.output import percentiles_of
@@ -32,6 +34,7 @@ BURST_HEADER: Final = (
     "max_us",
     "deepest_queue",
     "frames_per_s",
+    "lost",
 )
 THROUGHPUT_HEADER: Final = (
     "run",
@@ -67,6 +70,7 @@ def burst_row(item: Series) -> list[object]:
         repr(max(item.samples_us)),
         int(figures.get("deepest_queue", -1)),
         repr(figures.get("frames_per_s", 0.0)),
+        int(figures.get("lost", 0)),  # the burst-* clients block rather than drop: always 0
     ]
 
 
@@ -107,8 +111,18 @@ def burst_lines(series: Sequence[Series]) -> list[str]:
             + f" [{min(queues):.0f}/{max(queues):.0f}]"
             + f"  {statistics.median(rates):.0f} frames/s  n={len(items[0].samples_us)}"
             + f" runs={len(items)}"
+            + _lost_text(client, items)
         )
     return lines
+
+
+def _lost_text(client: str, items: Sequence[Series]) -> str:
+    """``lost`` over every run of a reference client (whose queue drops), with its offer."""
+    if client not in REFERENCE_KINDS:
+        return ""
+    lost = [int(dict(item.figures).get("lost", 0)) for item in items]
+    offered = sum(item.warmup + len(item.samples_us) for item in items) + sum(lost)
+    return f"  lost {sum(lost)} of {offered} wakes offered (per run {'/'.join(map(str, lost))})"
 
 
 def _triple(name: str, values: Sequence[float]) -> str:

@@ -26,7 +26,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
-from bench.clients.fire import KIND_OF_PHASE, REAL_PHASES, FirePlan, phase_of
+from bench.clients.fire import (
+    KIND_OF_PHASE,
+    REAL_PHASES,
+    FirePlan,
+    phase_of,
+    read_client_stamps,
+)
 from bench.fake_process import FakeExchangeInfo, FakeExchangeProcess
 from bench.processes import (
     COMPLETION_TIMEOUT_S,
@@ -37,6 +43,7 @@ from bench.processes import (
     parse_counters,
 )
 from bench.runner import Series, rotated
+from bench.scenarios.fire_path import SEGMENT_PREFIX, SEGMENTS, segments_of
 
 READ_STAGES: Final = (
     "order_build",
@@ -54,6 +61,8 @@ the request's last byte on the wire to the whole response read), both rows of on
 FIRE_STAGES: Final = (*READ_STAGES, WIRE_ACK)
 """Every series a fire run reports, in path order."""
 KINDS: Final = ("fire:shadow", "fire:real", "burst:shadow", "burst:real")
+PATH_SPANS: Final = tuple(SEGMENT_PREFIX + segment for segment, _ in SEGMENTS)
+"""The path breakdown's series (``bench.scenarios.fire_path``), after the stages."""
 
 RISK_LIMIT_NO_REFUSAL: Final = "1000000000"
 """Every risk limit during a run: far above anything a run can reach, so nothing is refused."""
@@ -109,6 +118,8 @@ class StageRow:
     duration_us: float
     dry_run: bool | None
     correlation_id: str = ""
+    path_us: dict[str, float] | None = None
+    """A ``detect_wire`` row's path stamps (µs after ``recv_ns``), when its metadata has them."""
 
 
 def read_stage_rows(database_path: str) -> list[StageRow]:
@@ -126,11 +137,20 @@ def read_stage_rows(database_path: str) -> list[StageRow]:
         if phase is None:
             continue
         try:
-            dry_run = json.loads(metadata).get("dry_run") if metadata else None
+            parsed = json.loads(metadata) if metadata else {}
+            dry_run = parsed.get("dry_run")
+            path = parsed.get("path_us")
         except (ValueError, AttributeError):
-            dry_run = None
+            dry_run = path = None
         found.append(
-            StageRow(phase, stage, float(duration_ms) * 1000.0, dry_run, str(correlation_id))
+            StageRow(
+                phase,
+                stage,
+                float(duration_ms) * 1000.0,
+                dry_run,
+                str(correlation_id),
+                path if isinstance(path, dict) else None,
+            )
         )
     return found
 
@@ -182,8 +202,16 @@ class FireRunFacts:
     burst_shadows_signed: int
 
 
-def series_of(rows: Sequence[StageRow], run: int, executor: str, warmup: int) -> list[Series]:
-    """Kept rows grouped by kind and stage, in row order.
+def series_of(
+    rows: Sequence[StageRow],
+    run: int,
+    executor: str,
+    warmup: int,
+    client_stamps: Mapping[str, tuple[float, float]] | None = None,
+) -> list[Series]:
+    """Kept rows grouped by kind and stage, in row order, then each real fire's path segments
+    (``bench.scenarios.fire_path``; spans ``path:<segment>``) where the client's stamps and the
+    ``detect_wire`` row's path are both there.
 
     Raises:
         BenchError: a row whose ``dry_run`` contradicts the kind its correlation id names.
@@ -199,6 +227,10 @@ def series_of(rows: Sequence[StageRow], run: int, executor: str, warmup: int) ->
             grouped.setdefault((kind, row.stage), []).append(row.duration_us)
         if row.stage == "dispatch_wire":
             wire_of[row.correlation_id] = row.duration_us
+        if kind is not None and row.path_us is not None and client_stamps is not None:
+            segments = segments_of(row.path_us, client_stamps.get(row.correlation_id))
+            for segment, duration_us in (segments or {}).items():
+                grouped.setdefault((kind, SEGMENT_PREFIX + segment), []).append(duration_us)
     for row in rows:  # the derived round trip, for fires that have both rows
         kind = KIND_OF_PHASE.get(row.phase)
         if kind is not None and row.stage == "dispatch_ack" and row.correlation_id in wire_of:
@@ -207,7 +239,7 @@ def series_of(rows: Sequence[StageRow], run: int, executor: str, warmup: int) ->
     series = []
     for kind in KINDS:
         kind_warmup = warmup if kind.startswith("fire:") else 0
-        for stage in FIRE_STAGES:
+        for stage in (*FIRE_STAGES, *PATH_SPANS):
             samples = grouped.get((kind, stage))
             if samples:
                 series.append(Series(run, executor, kind, stage, kind_warmup, tuple(samples)))
@@ -227,7 +259,9 @@ def run_fire_configuration(
         socket_path = os.path.join(directory, "x.sock")
         database_path = os.path.join(directory, "telemetry.db")
         with RunningExecutor(spec, socket_path, database_path, env=env) as executor:
+            stamps_path = os.path.join(directory, "client-stamps.csv")
             command = [sys.executable, "-m", "bench.clients.fire", "--socket", socket_path]
+            command += ["--stamps", stamps_path]
             done = subprocess.run(
                 command + plan.argv(), capture_output=True, text=True, timeout=FIRE_CLIENT_TIMEOUT_S
             )
@@ -235,6 +269,7 @@ def run_fire_configuration(
                 raise BenchError(
                     f"fire client exited {done.returncode}: {done.stderr.strip()[-400:]}"
                 )
+            client_stamps = read_client_stamps(stamps_path)
             rows = wait_for_fire_rows(database_path, plan, COMPLETION_TIMEOUT_S)
             status = executor.stop()
         if status != 0:
@@ -252,7 +287,7 @@ def run_fire_configuration(
         shutil.rmtree(directory, ignore_errors=True)
     signed = sum(1 for row in rows if row.phase == "burstshadow" and row.stage == "sign")
     facts = FireRunFacts(run, spec.name, plan.expected()["burstshadow"], signed)
-    return series_of(rows, run, spec.name, plan.warmup), facts
+    return series_of(rows, run, spec.name, plan.warmup, client_stamps), facts
 
 
 def run_fire_all(

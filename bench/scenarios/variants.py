@@ -22,11 +22,27 @@ before anyone changes the executor. Variants:
   (the former ``direct-request`` variant, which that transport had adopted), signed inline. It
   writes no ``wire`` stamp (httpx does not say when its last byte left), so it has no
   ``detect_wire`` rows; its ``detect_fire`` and ``dispatch_ack`` compare with the product's.
-- ``json-rows``: the telemetry writer inserts a batch's run of latency rows with two statements
-  that read one JSON array (``json_each``, the array built by orjson in the worker thread), instead
-  of multi-row INSERTs of 128, 64, ... rows whose every value is bound from Python. The work per
-  row then happens inside ``sqlite3_step``, without the GIL (issue 17's lead); a batch takes the
-  GIL back four times (BEGIN, two INSERTs, COMMIT) instead of about sixteen.
+- ``json-rows`` was here until the writer adopted it (executor/recording/sqlite_writer.py,
+  2026-12-01); ``chunked-rows`` is now the other side of that A/B: the writer as it was before,
+  multi-row INSERTs of 128, 64, ... rows whose every value is bound from Python.
+- ``switch-1ms``, ``switch-0.2ms``: ``sys.setswitchinterval`` (CPython's default is 5 ms): how
+  long a thread waiting for the GIL waits before it asks the holder to let go. The writer thread
+  retakes the GIL after each SQLite step; with the event loop busy, that wait is the interval.
+- ``acks-per-frame``: every ack in its own ``send`` (``ACK_JOIN_FRAMES`` = 1), as from 2026-12-01
+  until pipelined acks were joined (2026-12-01); ``acks-per-batch``: one joined ``send`` per
+  batch (``ACK_JOIN_FRAMES`` = ``MAX_BATCH_FRAMES``), close to the code before 2026-12-01 (which
+  also sent a real wake's ack joined).
+- ``h11-responses``: order responses are parsed by h11 again (told of each request, then fed
+  every byte), as the order connection did before llhttp (2026-12-01): the round trip's A/B.
+- ``task-writes``: a real order is decided where its wake is acked but written from its fire's
+  own task, after the batch's rows and shadow fires (``send_order_now`` always declines): the
+  A/B of writing it at once.
+- ``no-shadow-hold``: a batch's shadow fires start right after its rows, even while more frames
+  are waiting (``executor.wire.handoff`` holds them): the burst's A/B.
+- ``pending-after-write``: a real order's ``pending`` row is built and queued right after its
+  request was written instead of before its body is built (DISPATCH.md §4 orders it first): what
+  that work costs ``detect_wire``, measured, not adopted. Since the intent record (issue 21) the
+  row is built, and recorded, before the write in this variant too: only its queueing moves.
 - ``no-intent``: real orders are sent without their intent record (the pending row appended to
   the intent journal with one ``os.write`` before the first byte leaves, issue 21): what the
   record costs ``detect_wire`` is this variant against the product, in one run.
@@ -43,6 +59,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, Final
 
+import h11
 import httpx
 import trio
 import trio.testing
@@ -118,34 +135,159 @@ def _patch_httpx_orders() -> None:
         return exchange.parse_response(response)
 
     exchange.ExchangeClient._order_attempt = order_attempt  # type: ignore[method-assign]
+    _patch_task_writes()  # every attempt goes through the patched _order_attempt
 
 
-_JSON_CORRELATIONS: Final = (
-    "INSERT OR IGNORE INTO correlations (correlation_id, created_at_ms)"
-    " SELECT value ->> 0, ? FROM json_each(?) ORDER BY key"
-)
-_JSON_EVENTS: Final = (
-    "INSERT INTO latency_events"
-    " (correlation_id, stage, started_at_ms, ended_at_ms, duration_ms, metadata_json)"
-    " SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5"
-    " FROM json_each(?) ORDER BY key"
-)
+def _patch_task_writes() -> None:
+    def send_order_now(
+        self: exchange.ExchangeClient, body: bytes, stamps: exchange.OrderStamps
+    ) -> None:
+        return None
+
+    exchange.ExchangeClient.send_order_now = send_order_now  # type: ignore[method-assign]
 
 
-def _patch_json_rows() -> None:
+class _H11Reader:
+    """``ResponseReader``'s surface over one h11 client connection, kept per order connection."""
+
+    def __init__(self, protocol: h11.Connection, events: tuple[Any, ...]) -> None:
+        self._protocol = protocol
+        for event in events:
+            protocol.send(event)
+        self._chunks: list[bytes] = []
+        self.status, self.reason, self.complete = 0, "", False
+
+    def feed(self, data: bytes) -> bool:
+        protocol = self._protocol
+        protocol.receive_data(data)
+        while True:
+            event = protocol.next_event()
+            if event is h11.NEED_DATA:
+                return False
+            if isinstance(event, h11.Response):
+                self.status, self.reason = event.status_code, event.reason.decode("latin-1")
+            elif isinstance(event, h11.Data):
+                self._chunks.append(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                self.complete = True
+                return True
+            elif isinstance(event, h11.ConnectionClosed):
+                raise ConnectionResetError("closed without answering")
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self._chunks)
+
+    @property
+    def reusable(self) -> bool:
+        protocol = self._protocol
+        if protocol.our_state is h11.DONE and protocol.their_state is h11.DONE:
+            protocol.start_next_cycle()
+            return True
+        return False
+
+
+def _patch_no_shadow_hold() -> None:
+    from executor.wire.handoff import FireHandoff
+
+    def start_shadows(self: FireHandoff, *, more_frames_waiting: Callable[[], bool]) -> None:
+        self.flush()
+
+    FireHandoff.start_shadows = start_shadows  # type: ignore[method-assign]
+
+
+def _patch_pending_after_write() -> None:
+    from executor.exchange import dispatcher
+    from executor.exchange.order_rows import order_row
+    from executor.recording.rows import OrderRowKind
+
+    def begin(
+        self: dispatcher.OrderDispatcher, order: Any, stamps: Any
+    ) -> dispatcher.StartedOrder:
+        if order.ticket is not None:
+            order.ticket.sending()
+        started = dispatcher.StartedOrder(order, self.prepare(order.request), wall_ms(), stamps)
+        try:
+            pending = order_row(
+                started.prepared, self.policy, OrderRowKind.PENDING, started.requested_at_ms
+            )
+            self._record_intent(pending)  # needs the row and must precede the first byte
+            started.body, started.in_flight = self._build_and_start(started.prepared, stamps)
+            self.sink.record_pending(pending)
+        except Exception as error:
+            started.failure = error
+        return started
+
+    dispatcher.OrderDispatcher.begin = begin  # type: ignore[method-assign]
+
+
+def _patch_h11_responses() -> None:
+    from executor.exchange.order_connection import OrderConnection
+
+    def new_reader(self: OrderConnection, body: bytes) -> Any:
+        protocol = getattr(self, "_bench_h11", None)
+        if protocol is None:
+            protocol = h11.Connection(h11.CLIENT)
+            self._bench_h11 = protocol  # type: ignore[attr-defined]
+        return _H11Reader(protocol, self.template.h11_events(body))
+
+    OrderConnection._new_reader = new_reader  # type: ignore[method-assign]
+
+
+def _patch_chunked_rows() -> None:
     import sqlite3
-
-    import orjson
 
     from executor.recording import sqlite_writer
     from executor.recording.rows import LatencyRow
 
+    correlation = "INSERT OR IGNORE INTO correlations (correlation_id, created_at_ms) VALUES (?, ?)"
+    event = (
+        "INSERT INTO latency_events"
+        " (correlation_id, stage, started_at_ms, ended_at_ms, duration_ms, metadata_json)"
+        " VALUES (?, ?, ?, ?, ?, ?)"
+    )
+    statements = {
+        size: (
+            correlation + ", (?, ?)" * (size - 1),
+            event + ", (?, ?, ?, ?, ?, ?)" * (size - 1),
+        )
+        for size in _CHUNK_ROWS
+    }
+
     def insert_rows(connection: sqlite3.Connection, rows: list[LatencyRow], now_ms: int) -> None:
-        text = orjson.dumps(rows, default=tuple).decode()  # TEXT: a BLOB is JSONB to SQLite 3.45+
-        connection.execute(_JSON_CORRELATIONS, (now_ms, text))
-        connection.execute(_JSON_EVENTS, (text,))
+        start = 0
+        for size in _CHUNK_ROWS:
+            while len(rows) - start >= size:
+                chunk = rows[start : start + size]
+                correlations_sql, events_sql = statements[size]
+                connection.execute(correlations_sql, [v for row in chunk for v in (row[0], now_ms)])
+                connection.execute(events_sql, [value for row in chunk for value in row])
+                start += size
 
     sqlite_writer._insert_rows = insert_rows
+
+
+_CHUNK_ROWS: Final = (128, 64, 32, 16, 8, 4, 2, 1)
+"""The landed writer's multi-row INSERT sizes before 2026-12-01 (rows)."""
+
+
+def _patch_acks_per_frame() -> None:
+    from executor.wire import batch
+
+    batch.ACK_JOIN_FRAMES = 1  # type: ignore[misc]
+
+
+def _patch_acks_per_batch() -> None:
+    from executor.wire import batch
+
+    batch.ACK_JOIN_FRAMES = batch.MAX_BATCH_FRAMES  # type: ignore[misc]
+
+
+def _switch_interval(seconds: float) -> Callable[[], None]:
+    def patch() -> None:
+        sys.setswitchinterval(seconds)
+
+    return patch
 
 
 def _patch_no_intent() -> None:
@@ -188,9 +330,17 @@ def _patch_timed_intent() -> None:
 VARIANTS: Final[dict[str, Callable[[], None]]] = {
     "no-intent": _patch_no_intent,
     "timed-intent": _patch_timed_intent,
-    "json-rows": _patch_json_rows,
+    "switch-1ms": _switch_interval(0.001),
+    "switch-0.2ms": _switch_interval(0.0002),
+    "chunked-rows": _patch_chunked_rows,
+    "acks-per-frame": _patch_acks_per_frame,
+    "acks-per-batch": _patch_acks_per_batch,
     "idle-lane": _patch_idle_lane,
     "httpx-orders": _patch_httpx_orders,
+    "h11-responses": _patch_h11_responses,
+    "task-writes": _patch_task_writes,
+    "no-shadow-hold": _patch_no_shadow_hold,
+    "pending-after-write": _patch_pending_after_write,
 }
 
 

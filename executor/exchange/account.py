@@ -11,7 +11,7 @@ With each poll (after the first), the orders still resting on the book are looke
 (``follow_resting``: ``executor.exchange.reconcile.Reconciler.poll_resting``), so a
 good_till_canceled order's later fill or cancellation reaches its row and the risk gate.
 
-``serve_heartbeats`` writes the ``heartbeats`` row (``process = 'executor'``) every
+``serve_heartbeats`` writes the ``heartbeats`` row (``process = 'executor:SOCKET'``) every
 ``HEARTBEAT_INTERVAL_S``.
 """
 
@@ -21,6 +21,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final, Protocol
 
 import structlog
@@ -45,7 +46,15 @@ POLL_WARNING_INTERVAL_S: Final = 300.0
 flood the log. A judgement call."""
 
 HEARTBEAT_PROCESS: Final = "executor"
-"""``heartbeats.process`` of this process (the reference's name for the executor)."""
+"""``heartbeats.process`` of an executor (the reference's name for it), alone when no instance is
+known (a test's), else followed by the instance (:func:`heartbeat_process_for`)."""
+
+
+def heartbeat_process_for(socket_path: Path) -> str:
+    """``heartbeats.process`` of the executor serving ``socket_path``: ``executor:`` and the
+    socket's absolute path. The socket names the instance (one executor at a time holds it), so
+    two executors that have written one file are two rows, and a restart replaces its own row."""
+    return f"{HEARTBEAT_PROCESS}:{os.path.abspath(socket_path)}"
 
 
 class AccountSource(Protocol):
@@ -147,15 +156,17 @@ async def serve_heartbeats(
     dropped_rows: Callable[[], int],
     *,
     interval_s: float = HEARTBEAT_INTERVAL_S,
+    process: str = HEARTBEAT_PROCESS,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Write a heartbeat row now and every ``interval_s`` until cancelled."""
+    """Write the heartbeat row of ``process`` now and every ``interval_s`` until cancelled;
+    ``started_at_ms`` is when this run began."""
     started_at_ms = wall_ms()
     pid = os.getpid()
     task_status.started()
     while True:
         row = HeartbeatRow(
-            process=HEARTBEAT_PROCESS,
+            process=process,
             pid=pid,
             started_at_ms=started_at_ms,
             beat_at_ms=wall_ms(),

@@ -12,18 +12,19 @@ from the template, hand it to the transport, read the status from the response, 
 the same way and then signed by the shadow lane (``executor.exchange.shadow_lane``); it writes no
 order row.
 
-Before anything is sent, the order's **intent record** (its pending row) is appended to the intent
-journal (``OrderSink.record_intent``, one ``os.write``: ``executor.recording.intent_journal``), so
-an order whose first byte left is known after a SIGKILL. It is the one file-system call between
-the decision and the send, made before the body is built (so ``_build_and_send`` stays free of
-it), named :meth:`OrderDispatcher._record_intent` and measured in docs/RESULTS.md. A record that
-cannot be written stops the order: nothing is sent, and the row says why (``error``,
-``intent record not written ...``).
+The intent record (:meth:`OrderDispatcher._record_intent`, one ``os.write`` of the pending row) is
+the one file call before the send, in ``begin`` before the body is built; refused, nothing is sent.
 
 The pending row is queued *before* the body is built (the reference queues it after): DISPATCH.md
 §1 step 6 allows nothing that touches telemetry between building the order and handing the
-request to the transport, and the pending row needs nothing the body has. ``_build_and_send`` is
+request to the transport, and the pending row needs nothing the body has. ``_build_and_start`` is
 that stretch, and a test reads its syntax tree to keep it free of telemetry, logging and files.
+
+A real order is placed in two halves: :meth:`OrderDispatcher.begin`, which never waits (the risk
+gate's attempt, the ids, the ``pending`` row, the body and, when the transport can without
+waiting, the request written: ``ExchangeClient.send_order_now``), runs where the fire is decided,
+in the connection's task; :meth:`OrderDispatcher.complete` (the response, the resolution row, the
+fill, reconciliation) runs in the fire's own task. ``execute`` is the two in one.
 
 Every stamp goes into a :class:`~executor.exchange.stages.FireStamps` the caller owns, so a
 dispatch that raises or is cancelled still leaves the stamps it reached for the stage rows.
@@ -40,16 +41,18 @@ followed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, runtime_checkable
 
 import structlog
 import trio
 
 from executor.clock import stamp_ns, wall_ms
-from executor.decide.decision import Order, Permission
+from executor.decide.decision import Order
 from executor.decide.order_request import FireRequest
 from executor.exchange.messages import (
+    INTENT_NOT_RECORDED,
     ExchangeError,
+    IntentNotRecorded,
     OrderSpec,
     OrderStamps,
     order_body,
@@ -57,14 +60,17 @@ from executor.exchange.messages import (
     order_status,
     parse_fill_count,
 )
+from executor.exchange.order_connection import OrderInFlight
 from executor.exchange.order_rows import (
+    FILL_COLUMNS,
+    OrderPolicy,
     PreparedOrder,
     order_correlation_id,
     order_row,
-    rejected_order_row,
+    rejected_row,
 )
 from executor.exchange.reconcile import Reconciler
-from executor.exchange.stages import FireStamps
+from executor.exchange.stages import FireStamps, engine_ts_ms
 from executor.recording.installation import ClientOrderIds, new_prefix
 from executor.recording.intent_journal import JournalWriteError
 from executor.recording.open_orders import OUTCOME_UNKNOWN_PREFIX
@@ -85,20 +91,25 @@ cancellation so a shutdown still lands it (DISPATCH.md §4 step 7)."""
 CANCELLED_AT_SHUTDOWN: Final = "cancelled at shutdown"
 """``error_message`` of a dispatch cut by shutdown ([ours]; the reference leaves it NULL)."""
 
-INTENT_NOT_RECORDED: Final = "intent record not written, order not sent: "
-"""How the ``error`` row of an order stopped by a failed intent record begins (then the cause)."""
-
-
-class IntentNotRecorded(ExchangeError):
-    """The order's intent record could not be written, so it was not sent (a definite error)."""
-
 
 class OrderPlacer(Protocol):
     """The part of ``executor.exchange.transport.ExchangeClient`` a dispatcher uses."""
 
     async def place_order(
-        self, body: bytes, stamps: OrderStamps, *, dry_run: bool
+        self,
+        body: bytes,
+        stamps: OrderStamps,
+        *,
+        dry_run: bool,
+        started: OrderInFlight | None = None,
     ) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class OrderStarter(Protocol):
+    """A transport that can write a real order's first attempt without waiting (optional)."""
+
+    def send_order_now(self, body: bytes, stamps: OrderStamps) -> OrderInFlight | None: ...
 
 
 class OrderSink(Protocol):
@@ -115,26 +126,31 @@ class OrderSink(Protocol):
     ) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class OrderPolicy:
-    """How orders are placed: the configured order flags and where they may go.
+class StartedOrder:
+    """A real order :meth:`OrderDispatcher.begin` began, for :meth:`OrderDispatcher.complete`.
 
     Attributes:
-        time_in_force: ``fill_or_kill``, ``good_till_canceled`` or ``immediate_or_cancel``.
-        self_trade_prevention_type: ``taker_at_cross`` or ``maker``.
-        environment: ``demo`` or ``prod``.
-        allow_production: ``KALSHI_ALLOW_PRODUCTION_ORDERS``.
+        order: the decided order (its risk ticket, when the gate is on).
+        prepared: its ids.
+        requested_at_ms: the ``pending`` row's ``requested_at_ms``.
+        stamps: the fire's stamps.
+        body: the order's bytes (empty when building failed).
+        in_flight: the first attempt, when it was written without waiting.
+        failure: what went wrong in ``begin``, raised by ``complete`` in its error handling.
     """
 
-    time_in_force: str = "fill_or_kill"
-    self_trade_prevention_type: str = "taker_at_cross"
-    environment: str = "demo"
-    allow_production: bool = False
+    __slots__ = ("body", "failure", "in_flight", "order", "prepared", "requested_at_ms", "stamps")
 
-    @property
-    def permission(self) -> Permission:
-        """The production guard these flags make (the decision layer applies it)."""
-        return Permission(self.environment, self.allow_production)
+    def __init__(
+        self, order: Order, prepared: PreparedOrder, requested_at_ms: int, stamps: FireStamps
+    ) -> None:
+        self.order = order
+        self.prepared = prepared
+        self.requested_at_ms = requested_at_ms
+        self.stamps = stamps
+        self.body = b""
+        self.in_flight: OrderInFlight | None = None
+        self.failure: Exception | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,8 +170,7 @@ class OrderDispatcher:
         policy: order flags (its production guard is applied by the decision, not here).
         reconciler: looks up orders whose outcome is unknown and follows resting ones; None
             leaves an unknown outcome as its ``error`` row (for a later start-up to resolve).
-        ids: mints ``client_order_id`` values with this installation's prefix (None: a prefix
-            of this process's own, for tests).
+        ids: mints ``client_order_id`` with the installation's prefix (None: a random one).
     """
 
     def __init__(
@@ -167,6 +182,7 @@ class OrderDispatcher:
         ids: ClientOrderIds | None = None,
     ) -> None:
         self.client = client
+        self._send_now = client.send_order_now if isinstance(client, OrderStarter) else None
         self.sink = sink
         self.policy = policy
         self.reconciler = reconciler
@@ -189,23 +205,54 @@ class OrderDispatcher:
     async def execute(self, order: Order, stamps: FireStamps) -> DispatchResult:
         """Place a decided real order, keeping the risk gate's books (DISPATCH.md §1 steps 5-7).
 
-        The attempt and one dispatch in flight are recorded before the send; the response's fill
-        is fed to the gate; the in-flight count comes back down whatever happened.
+        :meth:`begin` then :meth:`complete`, in one call.
 
         Raises:
             Exception: whatever :meth:`dispatch` raised.
 
         Cancellation: as :meth:`dispatch`; the in-flight count still comes back down.
         """
+        return await self.complete(self.begin(order, stamps))
+
+    def begin(self, order: Order, stamps: FireStamps) -> StartedOrder:
+        """Everything of a real order that needs no waiting, now: the risk gate's attempt and
+        in-flight count, the ids, the ``pending`` row, the body, and (when the transport can
+        without waiting) the request written. :meth:`complete` must follow, in the fire's task.
+
+        Cancellation: never checkpoints. A failure here is raised by :meth:`complete`.
+        """
         ticket = order.ticket
-        if ticket is None:
-            return await self.dispatch(order.request, stamps)
-        ticket.sending()
+        if ticket is not None:
+            ticket.sending()
+        started = StartedOrder(order, self.prepare(order.request), wall_ms(), stamps)
         try:
-            result = await self.dispatch(order.request, stamps)
-            ticket.filled(result.fill_count)
+            pending = order_row(
+                started.prepared, self.policy, OrderRowKind.PENDING, started.requested_at_ms
+            )
+            self._record_intent(pending)
+            self.sink.record_pending(pending)
+            started.body, started.in_flight = self._build_and_start(started.prepared, stamps)
+        except Exception as error:
+            started.failure = error
+        return started
+
+    async def complete(self, started: StartedOrder) -> DispatchResult:
+        """The rest of a :meth:`begin`: the response, the resolution row, the fill to the gate;
+        the in-flight count comes back down whatever happened.
+
+        Raises:
+            Exception: whatever :meth:`dispatch` raised.
+
+        Cancellation: as :meth:`dispatch`.
+        """
+        ticket = started.order.ticket
+        try:
+            result = await self._dispatch_started(started)
+            if ticket is not None:
+                ticket.filled(result.fill_count)
         finally:
-            ticket.finished()
+            if ticket is not None:
+                ticket.finished()
         return result
 
     async def dispatch(self, request: FireRequest, stamps: FireStamps) -> DispatchResult:
@@ -223,10 +270,12 @@ class OrderDispatcher:
         shielded, for at most ``RESOLUTION_TIMEOUT_S``; then ``Cancelled`` propagates. Cut while
         reconciling, the row stays ``error`` (outcome unknown) for the next start-up.
         """
-        prepared = self.prepare(request)
-        requested_at_ms = wall_ms()
+        return await self._dispatch_started(self.begin(Order(request), stamps))
+
+    async def _dispatch_started(self, started: StartedOrder) -> DispatchResult:
+        stamps = started.stamps
         try:
-            result, row = await self._send_and_resolve(prepared, stamps, requested_at_ms)
+            result, row = await self._send_and_resolve(started)
         except ExchangeError as error:
             if self.reconciler is None or not _outcome_unknown(error, stamps.order):
                 raise
@@ -241,19 +290,19 @@ class OrderDispatcher:
             self.reconciler.follow(row)
         return result
 
-    async def _send_and_resolve(
-        self, prepared: PreparedOrder, stamps: FireStamps, requested_at_ms: int
-    ) -> tuple[DispatchResult, OrderRow]:
-        """Record the intent, queue the pending row, send, then queue the resolution row
-        whatever happened; the result and that row."""
+    async def _send_and_resolve(self, started: StartedOrder) -> tuple[DispatchResult, OrderRow]:
+        """Send, then queue the resolution row whatever happened; the result and that row."""
+        prepared, stamps = started.prepared, started.stamps
         response: dict[str, Any] = {}
         status = OrderStatus.ERROR
         error_message: str | None = None
         try:
-            pending = self._row(prepared, OrderRowKind.PENDING, requested_at_ms)
-            self._record_intent(pending)
-            self.sink.record_pending(pending)
-            response = await self._build_and_send(prepared, stamps)
+            if started.failure is not None:
+                raise started.failure
+            response = await self.client.place_order(
+                started.body, stamps.order, dry_run=False, started=started.in_flight
+            )
+            stamps.engine_ts_ms = engine_ts_ms(response)
             status = order_status(response, self.policy.time_in_force)
         except trio.Cancelled:
             error_message = CANCELLED_AT_SHUTDOWN
@@ -264,10 +313,11 @@ class OrderDispatcher:
                 error_message = OUTCOME_UNKNOWN_PREFIX + error_message
             raise
         finally:
-            row = self._row(
+            row = order_row(
                 prepared,
+                self.policy,
                 OrderRowKind.RESOLUTION,
-                requested_at_ms,
+                started.requested_at_ms,
                 status=status,
                 error_message=error_message,
                 response=response,
@@ -281,24 +331,25 @@ class OrderDispatcher:
         return DispatchResult(status, fill_count), row
 
     def _record_intent(self, pending: OrderRow) -> None:
-        """The intent record: ``pending`` in the intent journal before the first byte leaves.
-
-        Raises:
-            IntentNotRecorded: the journal refused it; the order must not be sent.
-        """
+        """``pending`` to the intent journal, before the first byte; IntentNotRecorded if not."""
         try:
             self.sink.record_intent(pending)
         except JournalWriteError as error:
             raise IntentNotRecorded(INTENT_NOT_RECORDED + str(error)) from None
 
-    async def _build_and_send(self, prepared: PreparedOrder, stamps: FireStamps) -> dict[str, Any]:
+    def _build_and_start(
+        self, prepared: PreparedOrder, stamps: FireStamps
+    ) -> tuple[bytes, OrderInFlight | None]:
         # Build to send: stamps and clocks only, no telemetry, no logging, no file system
-        # (tests/exchange/test_order_path.py reads this function's syntax tree).
+        # (tests/exchange/test_order_path.py reads this function's syntax tree). The request is
+        # written here when the transport can do it without waiting; else the task sends it.
         stamps.build_start_ns = stamp_ns()
         body = order_body(self._spec(prepared))
         stamps.build_end_ns = stamp_ns()
         stamps.submitted_at_ms = wall_ms()
-        return await self.client.place_order(body, stamps.order, dry_run=False)
+        if self._send_now is None:
+            return body, None
+        return body, self._send_now(body, stamps.order)
 
     def _spec(self, prepared: PreparedOrder) -> OrderSpec:
         request = prepared.request
@@ -315,37 +366,13 @@ class OrderDispatcher:
 
     def rejected_row(self, request: FireRequest, reason: str) -> OrderRow:
         """The ``rejected`` row of a real fire refused before dispatch (DISPATCH.md §4 step 8)."""
-        policy = self.policy
-        return rejected_order_row(
-            request,
-            reason,
-            self.ids.mint(),
-            time_in_force=policy.time_in_force,
-            self_trade_prevention_type=policy.self_trade_prevention_type,
-        )
+        return rejected_row(request, self.policy, reason, self.ids.mint())
 
     async def record_rejected(self, request: FireRequest, reason: str) -> None:
         """Queue the ``rejected`` row (undroppable; shielded and bounded like the resolution)."""
         row = self.rejected_row(request, reason)
         with trio.move_on_after(RESOLUTION_TIMEOUT_S, shield=True):
             await self.sink.record_order(row, timeout_s=RESOLUTION_TIMEOUT_S)
-
-    def _row(
-        self,
-        prepared: PreparedOrder,
-        kind: OrderRowKind,
-        requested_at_ms: int,
-        **columns: Any,
-    ) -> OrderRow:
-        return order_row(
-            prepared,
-            kind,
-            requested_at_ms,
-            time_in_force=self.policy.time_in_force,
-            self_trade_prevention_type=self.policy.self_trade_prevention_type,
-            **columns,
-        )
-
 
 def _error_text(error: BaseException) -> str:
     return str(error) or type(error).__name__
@@ -354,3 +381,20 @@ def _error_text(error: BaseException) -> str:
 def _outcome_unknown(error: ExchangeError, stamps: OrderStamps) -> bool:
     """Whether a failed order may have been placed (any attempt), so only the exchange knows."""
     return error.maybe_placed or stamps.maybe_placed
+
+
+__all__ = [
+    "CANCELLED_AT_SHUTDOWN",
+    "FILL_COLUMNS",
+    "RESOLUTION_TIMEOUT_S",
+    "DispatchResult",
+    "OrderDispatcher",
+    "OrderPlacer",
+    "OrderPolicy",
+    "OrderSink",
+    "OrderStarter",
+    "PreparedOrder",
+    "StartedOrder",
+    "order_correlation_id",
+    "order_status",
+]

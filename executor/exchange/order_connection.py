@@ -2,7 +2,7 @@
 
 The order's request goes out in one ``SSLSocket.send`` that returns as soon as the kernel has the
 bytes (the ``wire`` stamp is taken right there, before any pass through the scheduler), and the
-response is read with ``recv`` until h11 says it is complete; Trio's ``wait_readable`` /
+response is read with ``recv`` until its parser says it is complete; Trio's ``wait_readable`` /
 ``wait_writable`` park the task only when the socket has nothing to give or no room. Measured
 against ``trio.SSLStream`` over the same fake (``bench/scenarios/order_wire.py``, docs/RESULTS.md
 2026-12-01) it is the faster of the two; it is correct under cancellation for the same reason the
@@ -16,8 +16,13 @@ What a failure means for the order (the transport turns it into its error classe
 - a byte was written and then the connection broke, or the answer was malformed:
   :class:`~executor.exchange.messages.ExchangeAmbiguous`, never retried (reconciliation decides).
 
-HTTP is h11's: every request's framing is handed to h11 (``OrderTemplate.h11_events``) and every
-response byte goes through ``h11.Connection.receive_data``; nothing is parsed by hand.
+An order may be begun where its fire is decided (:meth:`OrderConnection.begin`: the non-blocking
+``send`` and the ``wire`` stamp, no waiting) and finished in the fire's own task
+(:meth:`OrderConnection.finish`: the rest of the request if the kernel's buffer was full, then
+the response); :meth:`OrderConnection.exchange` is the two in one.
+
+Nothing parses HTTP by hand: the request comes from a template tested byte for byte against h11's
+serialisation, and every response byte goes through llhttp (``executor.exchange.order_response``).
 """
 
 from __future__ import annotations
@@ -25,21 +30,19 @@ from __future__ import annotations
 import select
 import socket
 import ssl
+from dataclasses import dataclass
 from typing import Final
 
-import h11
 import trio
 from trio.lowlevel import notify_closing, wait_readable, wait_writable
 
 from executor.clock import stamp_ns
 from executor.exchange.messages import ExchangeAmbiguous, ExchangeError, OrderStamps
+from executor.exchange.order_response import MAX_RESPONSE_BYTES, ResponseReader
 from executor.exchange.order_template import OrderTemplate
 
 READ_BYTES: Final = 64 * 1024
 """Bytes asked of one ``recv``: an order's answer is a few hundred bytes, so one read holds it."""
-MAX_RESPONSE_BYTES: Final = 1024 * 1024
-"""Largest response body accepted (bytes): an order answer is ~300; past this the exchange (or
-something in between) is not answering an order and the connection is dropped."""
 
 
 class OrderConnection:
@@ -53,7 +56,8 @@ class OrderConnection:
 
     def __init__(self, tls: ssl.SSLSocket, template: OrderTemplate, number: int) -> None:
         self._tls = tls
-        self._h11 = h11.Connection(h11.CLIENT)
+        self._reader = ResponseReader()
+        """The current order's response parser (made once its request is written)."""
         self._poll = select.poll()
         self._poll.register(tls.fileno(), select.POLLIN)
         self.template = template
@@ -61,6 +65,11 @@ class OrderConnection:
         self.closed = False
         self.idle_since = trio.current_time()
         self._written = False
+        self._unsent = memoryview(b"")
+        """What :meth:`begin` left for :meth:`finish` to send."""
+        self._body = b""
+        self._failure: BaseException | None = None
+        """What :meth:`begin` caught, for :meth:`finish` to raise."""
 
     @classmethod
     async def open(
@@ -128,8 +137,9 @@ class OrderConnection:
     ) -> tuple[int, str, bytes]:
         """Write ``request`` (whose body is ``body``), stamp ``wire_ns``, read the whole response.
 
-        Returns ``(status, reason, body)``. The connection stays open for the next order only
-        when h11 says both sides finished the cycle and nobody asked to close.
+        :meth:`begin` then :meth:`finish`: returns ``(status, reason, body)``. The connection
+        stays open for the next order only when the response was whole, nothing followed it and
+        the exchange did not ask to close.
 
         Raises:
             ExchangeError: the connection failed before any byte of the request was written.
@@ -137,25 +147,71 @@ class OrderConnection:
 
         Cancellation: the connection is closed (a request may be half written); nothing else.
         """
+        self.begin(request, body, stamps)
+        return await self.finish(stamps)
+
+    def begin(self, request: bytes, body: bytes, stamps: OrderStamps) -> None:
+        """Hand ``request`` to the kernel now, as much of it as it takes, without waiting.
+
+        Whatever is left (the kernel's buffer was full) and any failure are kept for
+        :meth:`finish`, which must follow: it raises the failure or sends the rest. When every
+        byte went, ``wire_ns`` is stamped here, right after the ``send`` that took the last one.
+        """
         self._written = False
+        self._unsent = memoryview(request)
+        self._body = body
+        self._failure = None
         try:
-            await self._send_all(request)
-            stamps.wire_ns = stamp_ns()
-            for event in self.template.h11_events(body):
-                self._h11.send(event)
+            self._send_now()
+            if not self._unsent:
+                self._wrote_all(stamps)
+        except Exception as error:  # raised by finish(), inside its error handling
+            self._failure = error
+
+    async def finish(self, stamps: OrderStamps) -> tuple[int, str, bytes]:
+        """Send what :meth:`begin` could not, then read the whole response (see :meth:`exchange`).
+
+        Raises:
+            ExchangeError: the connection failed before any byte of the request was written.
+            ExchangeAmbiguous: it failed after (the order may have been placed).
+
+        Cancellation: the connection is closed (a request may be half written); nothing else.
+        """
+        try:
+            if self._failure is not None:
+                raise self._failure
+            if self._unsent:
+                await self._send_rest()
+                self._wrote_all(stamps)
             return await self._read_response()
         except BaseException as error:
             self.close()
-            if isinstance(error, (OSError, h11.ProtocolError, ValueError)):
+            if isinstance(error, (OSError, ValueError)):
                 raise _failure(error, written=self._written) from None
             raise
+        finally:
+            self._failure = None
+            self._unsent = memoryview(b"")
 
-    async def _send_all(self, request: bytes) -> None:
-        """Send every byte; ``_written`` turns true with the first byte the kernel accepted."""
-        view = memoryview(request)
-        while view:
+    def _wrote_all(self, stamps: OrderStamps) -> None:
+        stamps.wire_ns = stamp_ns()
+        self._reader = self._new_reader(self._body)
+
+    def _send_now(self) -> bool:
+        """One non-blocking ``send`` of the unsent bytes; False when TLS wants to wait first."""
+        try:
+            sent = self._tls.send(self._unsent)
+        except (ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            return False
+        self._written = True
+        self._unsent = self._unsent[sent:]
+        return True
+
+    async def _send_rest(self) -> None:
+        """Send every unsent byte; ``_written`` turns true with the first byte the kernel took."""
+        while self._unsent:
             try:
-                sent = self._tls.send(view)
+                sent = self._tls.send(self._unsent)
             except ssl.SSLWantWriteError:
                 await wait_writable(self._tls)
                 continue
@@ -163,37 +219,25 @@ class OrderConnection:
                 await wait_readable(self._tls)
                 continue
             self._written = True
-            view = view[sent:]
+            self._unsent = self._unsent[sent:]
 
     async def _read_response(self) -> tuple[int, str, bytes]:
-        status, reason, chunks, size = 0, "", [], 0
+        reader = self._reader
         while True:
-            event = self._h11.next_event()
-            if event is h11.NEED_DATA:
-                data = await self._receive()
-                if not data:
-                    raise ConnectionResetError(
-                        "the exchange closed the connection before answering"
-                    )
-                self._h11.receive_data(data)
-            elif isinstance(event, h11.Response):
-                status, reason = event.status_code, event.reason.decode("latin-1")
-            elif isinstance(event, h11.Data):
-                size += len(event.data)
-                if size > MAX_RESPONSE_BYTES:
-                    raise ValueError(f"response body over {MAX_RESPONSE_BYTES} bytes")
-                chunks.append(event.data)
-            elif isinstance(event, h11.EndOfMessage):
+            data = await self._receive()
+            if not data:
+                raise ConnectionResetError("the exchange closed the connection before answering")
+            if reader.feed(data):
                 break
-            elif isinstance(event, h11.ConnectionClosed):
-                raise ConnectionResetError("the exchange closed the connection without answering")
-            # h11.InformationalResponse (1xx): keep reading for the final response
-        if self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE:
-            self._h11.start_next_cycle()
+        if reader.reusable:
             self.idle_since = trio.current_time()
         else:
-            self.close()  # the exchange asked to close (Connection: close) or framed by EOF
-        return status, reason, b"".join(chunks)
+            self.close()  # the exchange asked to close, or sent more than its answer
+        return reader.status, reader.reason, reader.body
+
+    def _new_reader(self, body: bytes) -> ResponseReader:
+        """The parser of the response to the request just written (whose body is ``body``)."""
+        return ResponseReader()
 
     async def _receive(self) -> bytes:
         """The next decrypted bytes; ``b""`` at the end of the stream."""
@@ -216,6 +260,13 @@ class OrderConnection:
         self._tls.close()
 
 
+@dataclass(frozen=True, slots=True)
+class OrderInFlight:
+    """A real attempt begun on ``connection`` (``send_order_now``), its response still to read."""
+
+    connection: OrderConnection
+
+
 def _failure(error: BaseException, *, written: bool) -> ExchangeError:
     detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     if written:
@@ -223,3 +274,6 @@ def _failure(error: BaseException, *, written: bool) -> ExchangeError:
     return ExchangeError(
         f"connection error before the order was sent: {detail}", maybe_placed=False
     )
+
+
+__all__ = ["MAX_RESPONSE_BYTES", "READ_BYTES", "OrderConnection", "OrderInFlight"]

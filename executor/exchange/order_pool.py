@@ -104,13 +104,8 @@ class OrderPool:
         """
         if self._closed:
             raise ExchangeError("the order connections are closed")
-        while self._idle:
-            connection = self._idle.pop()
-            if connection.idle_is_dead():
-                self.found_dead += 1
-                self._wake.set()
-                continue
-            self._in_use += 1
+        connection = self.checkout_now()
+        if connection is not None:
             return connection
         try:
             with trio.fail_after(CONNECT_TIMEOUT_S):
@@ -130,6 +125,21 @@ class OrderPool:
         self._in_use += 1
         self._wake.set()
         return connection
+
+    def checkout_now(self) -> OrderConnection | None:
+        """The most recently used idle connection that is alive, or None (closed pool, none idle
+        and alive): :meth:`checkout` without opening one. Cancellation: never checkpoints."""
+        if self._closed:
+            return None
+        while self._idle:
+            connection = self._idle.pop()
+            if connection.idle_is_dead():
+                self.found_dead += 1
+                self._wake.set()
+                continue
+            self._in_use += 1
+            return connection
+        return None
 
     def checkin(self, connection: OrderConnection) -> None:
         """Give back a connection after its order; a closed one is replaced in the background."""

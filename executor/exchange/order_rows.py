@@ -1,11 +1,7 @@
-"""The ``orders_fired`` rows of one order, as the dispatcher writes them (DISPATCH.md §4).
+"""The ``orders_fired`` rows of an order (DISPATCH.md §4): its ``pending`` row, its resolution,
+a refusal's ``rejected`` row; and the values they are made from (the order flags, the ids).
 
-Plain values, no I/O: the ids an order has before its body is built (:class:`PreparedOrder`),
-its pending and resolution rows (:func:`order_row`: the request's columns, and the response's
-``order_id`` and fill columns stored verbatim, a bare number stringified) and the ``rejected``
-row of a fire refused before dispatch (:func:`rejected_order_row`). The intent record is the
-pending row itself (``executor.recording.intent_journal``), so what it holds is exactly what the
-table would.
+Pure: builds rows, queues nothing (``executor.exchange.dispatcher`` does).
 """
 
 from __future__ import annotations
@@ -15,12 +11,35 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from executor.clock import wall_ms
+from executor.decide.decision import Permission
 from executor.decide.order_request import FireRequest
 from executor.exchange.messages import GOOD_TILL_CANCELED, order_payload, verbatim_fill
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 
 FILL_COLUMNS: Final = ("fill_count", "remaining_count", "average_fill_price", "average_fee_paid")
 """Response fields stored verbatim in ``orders_fired``."""
+
+
+@dataclass(frozen=True, slots=True)
+class OrderPolicy:
+    """How orders are placed: the configured order flags and where they may go.
+
+    Attributes:
+        time_in_force: ``fill_or_kill``, ``good_till_canceled`` or ``immediate_or_cancel``.
+        self_trade_prevention_type: ``taker_at_cross`` or ``maker``.
+        environment: ``demo`` or ``prod``.
+        allow_production: ``KALSHI_ALLOW_PRODUCTION_ORDERS``.
+    """
+
+    time_in_force: str = "fill_or_kill"
+    self_trade_prevention_type: str = "taker_at_cross"
+    environment: str = "demo"
+    allow_production: bool = False
+
+    @property
+    def permission(self) -> Permission:
+        """The production guard these flags make (the decision layer applies it)."""
+        return Permission(self.environment, self.allow_production)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,18 +58,17 @@ def order_correlation_id(wake_correlation_id: str) -> str:
 
 def order_row(
     prepared: PreparedOrder,
+    policy: OrderPolicy,
     kind: OrderRowKind,
     requested_at_ms: int,
     *,
-    time_in_force: str,
-    self_trade_prevention_type: str,
     status: OrderStatus = OrderStatus.PENDING,
     error_message: str | None = None,
     response: dict[str, Any] | None = None,
     submitted_at_ms: int | None = None,
     acknowledged_at_ms: int | None = None,
 ) -> OrderRow:
-    """A pending row (no response yet) or a resolution (the response's columns verbatim)."""
+    """A ``pending`` or resolution row of ``prepared`` (the response's fill columns verbatim)."""
     request = prepared.request
     payload = order_payload(response or {})
     fills = [verbatim_fill(payload.get(column)) for column in FILL_COLUMNS]
@@ -65,9 +83,9 @@ def order_row(
         outcome_side=request.template.outcome,
         count=f"{request.count}.00",
         price_dollars=request.price,
-        time_in_force=time_in_force,
-        self_trade_prevention_type=self_trade_prevention_type,
-        post_only=int(time_in_force == GOOD_TILL_CANCELED),
+        time_in_force=policy.time_in_force,
+        self_trade_prevention_type=policy.self_trade_prevention_type,
+        post_only=int(policy.time_in_force == GOOD_TILL_CANCELED),
         status=status,
         error_message=error_message,
         fill_count=fills[0],
@@ -80,28 +98,24 @@ def order_row(
     )
 
 
-def rejected_order_row(
-    request: FireRequest,
-    reason: str,
-    client_order_id: str,
-    *,
-    time_in_force: str,
-    self_trade_prevention_type: str,
+def rejected_row(
+    request: FireRequest, policy: OrderPolicy, reason: str, client_order_id: str | None = None
 ) -> OrderRow:
-    """The ``rejected`` row of a real fire refused before dispatch (DISPATCH.md §4 step 8)."""
+    """The ``rejected`` row of a real fire refused before dispatch (DISPATCH.md §4 step 8);
+    ``client_order_id`` None is a fresh uuid4 hex."""
     template = request.template
     return OrderRow(
         kind=OrderRowKind.REJECTED,
         correlation_id=order_correlation_id(request.correlation_id),
-        client_order_id=client_order_id,
+        client_order_id=client_order_id or uuid.uuid4().hex,
         kalshi_order_id=None,
         ticker=template.market_ticker,
         correlation_group=request.correlation_group or None,
         outcome_side=template.outcome,
         count=f"{request.count}.00",
         price_dollars=request.price,
-        time_in_force=time_in_force,
-        self_trade_prevention_type=self_trade_prevention_type,
+        time_in_force=policy.time_in_force,
+        self_trade_prevention_type=policy.self_trade_prevention_type,
         post_only=None,
         status=OrderStatus.REJECTED,
         error_message=reason,
@@ -113,12 +127,3 @@ def rejected_order_row(
         submitted_at_ms=None,
         acknowledged_at_ms=None,
     )
-
-
-__all__ = [
-    "FILL_COLUMNS",
-    "PreparedOrder",
-    "order_correlation_id",
-    "order_row",
-    "rejected_order_row",
-]

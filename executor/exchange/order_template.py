@@ -8,9 +8,9 @@ and httpx first builds its own request and header models (hundreds of µs on thi
 docs/RESULTS.md 2026-12-01).
 
 The template is not a second HTTP implementation: its output is tested byte for byte against h11's
-serialisation of the same request (``tests/exchange/test_order_template.py``), and h11 is still
-told of every request (:meth:`OrderTemplate.h11_events`, with the same framing) so that the
-response is parsed by h11's state machine, never by hand.
+serialisation of the same request (``tests/exchange/test_order_template.py``). The response is
+parsed by llhttp (``executor.exchange.order_response``); :meth:`OrderTemplate.h11_events` gives
+the same request's framing to an h11 client (the benchmark's A/B of the two parsers).
 
 Field values come from places that cannot hold CR or LF (a decimal timestamp, base64, the key id
 checked at start-up), so no header injection is possible; :class:`OrderTemplate` refuses a key id

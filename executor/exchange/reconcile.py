@@ -23,6 +23,11 @@ after: {cause}"; answered without it after every try -> ``error``, "the exchange
 after: {cause}"; never answered -> the row is left as it was (a later start-up asks again).
 Counted in ``reconciled`` / ``reconcile_failed``, one log line each.
 
+With a :attr:`Reconciler.feed` (the exchange's stream, ``executor.exchange.stream_orders``), an
+order the stream has already reported is taken as found without a lookup, and a wait between two
+lookups ends as soon as the stream reports one of the orders waited for. The stream also brings a
+followed order's news through :meth:`Reconciler.update`.
+
 Knows nothing of telemetry or the risk gate: rows go to an :class:`OrderRowSink`, fills to a
 :class:`FillRecorder` (``executor.telemetry.Telemetry`` and ``executor.decide.risk.RiskGate`` fit).
 """
@@ -30,10 +35,8 @@ Knows nothing of telemetry or the risk gate: rows go to an :class:`OrderRowSink`
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final
 
 import structlog
 import trio
@@ -41,6 +44,16 @@ import trio
 from executor.clock import wall_ms
 from executor.exchange.messages import ExchangeError
 from executor.exchange.order_lookup import ExchangeOrder, SignedReader, find_orders
+from executor.exchange.reconcile_terms import (
+    CollectedRows,
+    FillRecorder,
+    OrderFeed,
+    OrderRowSink,
+    Resolution,
+    StartupSummary,
+    Unresolved,
+    Verdict,
+)
 from executor.recording.open_orders import (
     NO_SUCH_ORDER_PREFIX,
     RECONCILED_PREFIX,
@@ -72,71 +85,6 @@ SETTLED_AFTER_MS: Final = 30_000
 listed it if it has it. Younger rows get the full tries."""
 
 
-class OrderRowSink(Protocol):
-    """Where corrected rows go (``executor.telemetry.Telemetry.record_order`` fits)."""
-
-    async def record_order(self, row: OrderRow, *, timeout_s: float = ...) -> None: ...
-
-
-@dataclass
-class CollectedRows:
-    """An :class:`OrderRowSink` that keeps the rows (start-up commits them in one go)."""
-
-    rows: list[OrderRow] = dataclasses.field(default_factory=list)
-
-    async def record_order(self, row: OrderRow, *, timeout_s: float = 0.0) -> None:
-        """Keep ``row``. Cancellation: never checkpoints."""
-        self.rows.append(row)
-
-
-class FillRecorder(Protocol):
-    """Who hears of a fill learned later (``executor.decide.risk.RiskGate.record_fill`` fits)."""
-
-    def record_fill(
-        self, ticker: str, fill_count: float, now_ms: int, correlation_group: str
-    ) -> None: ...
-
-
-class Verdict(enum.Enum):
-    """What the exchange said about one order."""
-
-    FOUND = "found"
-    ABSENT = "absent"
-    """It answered, every try, without the order."""
-    UNANSWERED = "unanswered"
-    """The last try could not ask it (the error says why)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Unresolved:
-    """An order to look up: its last row, and why its outcome is unknown (None: a resting order
-    followed up, whose ``error_message`` is kept)."""
-
-    row: OrderRow
-    cause: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Resolution:
-    """How one lookup ended: the row as it now stands, the verdict, the exchange's order."""
-
-    row: OrderRow
-    verdict: Verdict
-    order: ExchangeOrder | None = None
-    error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class StartupSummary:
-    """The start-up pass in numbers (its one log line)."""
-
-    filled: int = 0
-    canceled: int = 0
-    resting: int = 0
-    absent: int = 0
-    unanswered: int = 0
-
-
 def _filled(row: OrderRow) -> float:
     try:
         return float(row.fill_count or "0")
@@ -165,24 +113,27 @@ class Reconciler:
         clock: Callable[[], int] = wall_ms,
     ) -> None:
         self._reader = reader
-        self._sink = sink
+        self.sink = sink
         self.fills = fills
         self._delays_s = tuple(RECONCILE_DELAYS_S if delays_s is None else delays_s)
         self._clock = clock
         self.reconciled = 0
         self.reconcile_failed = 0
-        self._resting: dict[str, OrderRow] = {}
+        self.followed: dict[str, OrderRow] = {}
+        """Orders followed on the book (resting, or answered without a fill count), by id."""
+        self.feed: OrderFeed | None = None
+        """Orders the exchange told of unasked (the stream), taken before asking again."""
 
     @property
     def resting(self) -> int:
         """Orders being followed on the book."""
-        return len(self._resting)
+        return len(self.followed)
 
     def follow(self, row: OrderRow) -> None:
         """Follow ``row``'s order with the account poll while it may still change: it rests
         (:func:`rests`), or the exchange answered without a fill count (``submitted``)."""
         if rests(row) or row.status is OrderStatus.SUBMITTED:
-            self._resting[row.client_order_id] = row
+            self.followed[row.client_order_id] = row
 
     async def resolve(self, row: OrderRow, cause: str) -> Resolution:
         """Look one order up with every try (the dispatcher's call after an ambiguous failure).
@@ -212,7 +163,13 @@ class Reconciler:
         errors: dict[str, str] = {}
         for attempt in range(max(1, tries)):
             if attempt:
-                await trio.sleep(self._delays_s[min(attempt, len(self._delays_s)) - 1])
+                delay_s = self._delays_s[min(attempt, len(self._delays_s)) - 1]
+                if self.feed is None:
+                    await trio.sleep(delay_s)
+                else:  # the stream may tell of them before the next lookup is due
+                    await self.feed.wait(pending, delay_s)
+            if self.feed is not None:
+                _take_fed(self.feed, pending, found)
             for ticker, group in _by_ticker(pending.values()).items():
                 ids = [order.row.client_order_id for order in group]
                 try:
@@ -229,7 +186,7 @@ class Reconciler:
                         del pending[client_order_id]
             if not pending:
                 break
-        writes_to = sink or self._sink
+        writes_to = sink or self.sink
         return [
             await self._conclude(order, found, errors, tell_fills, writes_to) for order in orders
         ]
@@ -269,9 +226,9 @@ class Reconciler:
         A failed lookup keeps following (one warning per poll, however many orders); an order the
         exchange no longer lists is dropped with a warning, its row left as it was.
         """
-        if not self._resting:
+        if not self.followed:
             return
-        orders = [Unresolved(row, None) for row in self._resting.values()]
+        orders = [Unresolved(row, None) for row in self.followed.values()]
         unanswered = [
             resolution
             for resolution in await self.reconcile(orders, tries=1)
@@ -283,6 +240,15 @@ class Reconciler:
                 orders=len(unanswered),
                 error=unanswered[0].error,
             )
+
+    async def update(self, exchange_order: ExchangeOrder) -> bool:
+        """A followed order's news from elsewhere (the stream): its row and the risk gate follow,
+        as after a poll. False (nothing done) for an order not followed."""
+        row = self.followed.get(exchange_order.client_order_id)
+        if row is None:
+            return False
+        await self._found(row, None, exchange_order, True, self.sink)
+        return True
 
     async def _conclude(
         self,
@@ -302,7 +268,7 @@ class Reconciler:
         if cause is None:
             if error is not None:  # kept; poll_resting logs one line for all of them
                 return Resolution(row, Verdict.UNANSWERED, error=error)
-            self._resting.pop(row.client_order_id, None)
+            self.followed.pop(row.client_order_id, None)
             log.warning("resting order not found on the exchange: no longer followed", **fields)
             return Resolution(row, Verdict.ABSENT)
         self.reconcile_failed += 1
@@ -346,9 +312,9 @@ class Reconciler:
             "kalshi_order_id": exchange_order.order_id,
         }
         if exchange_order.resting:
-            self._resting[row.client_order_id] = corrected
+            self.followed[row.client_order_id] = corrected
         else:
-            self._resting.pop(row.client_order_id, None)
+            self.followed.pop(row.client_order_id, None)
         if cause is not None:
             self.reconciled += 1
             await sink.record_order(corrected)
@@ -366,6 +332,17 @@ class Reconciler:
                 **fields,
             )
         return Resolution(corrected, Verdict.FOUND, exchange_order)
+
+
+def _take_fed(
+    feed: OrderFeed, pending: dict[str, Unresolved], found: dict[str, ExchangeOrder]
+) -> None:
+    """Move the pending orders the feed already told of into ``found``: no lookup for them."""
+    for client_order_id in list(pending):
+        order = feed.known(client_order_id)
+        if order is not None:
+            found[client_order_id] = order
+            del pending[client_order_id]
 
 
 def _by_ticker(orders: Iterable[Unresolved]) -> dict[str, list[Unresolved]]:
@@ -391,6 +368,7 @@ __all__ = [
     "RECONCILE_TRIES",
     "CollectedRows",
     "FillRecorder",
+    "OrderFeed",
     "OrderRowSink",
     "Reconciler",
     "Resolution",

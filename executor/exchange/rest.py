@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import httpx
 import trio
@@ -41,6 +43,36 @@ MAX_CONNECTIONS: Final = 2
 MAX_POSITION_PAGES: Final = 1000
 """Positions pages followed before giving up: a cursor that never ends is an exchange bug."""
 JSON_CONTENT_TYPE: Final = "application/json"
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeEndpoint:
+    """Where and as whom to trade.
+
+    Attributes:
+        base_url: scheme + host[:port], no path, no trailing slash.
+        key_id: the API key id sent as ``KALSHI-ACCESS-KEY``.
+        signer: signs every request with the account's private key.
+        ca_file: PEM bundle to verify the server's certificate with; None = system trust store.
+    """
+
+    base_url: str
+    key_id: str
+    signer: KalshiSigner
+    ca_file: Path | None = None
+
+
+def check_base_url(base_url: str) -> None:
+    """Refuse a base URL that is not ``scheme://host[:port]``.
+
+    Raises:
+        ValueError: the URL has a path, query or trailing slash, or no host.
+    """
+    parts = urlsplit(base_url)
+    if parts.scheme not in {"https", "http"} or not parts.netloc or parts.path or parts.query:
+        raise ValueError(
+            f"exchange base URL {base_url!r}: want scheme://host[:port] with no path or slash"
+        )
 
 
 def open_http(base_url: str, context: ssl.SSLContext) -> httpx.AsyncClient:

@@ -153,7 +153,7 @@ class ProcessSigner:
             self.on_loop = True
             log.warning(
                 "shadow signing worker could not start: shadow fires sign on the loop",
-                error=_one_line(error),
+                error=one_line(error),
             )
 
     async def _run(self, timestamp: str, method: str, path: str) -> tuple[int, str]:
@@ -177,11 +177,11 @@ class ProcessSigner:
             worker_pid=self.worker_pid,
             replaced_by=new_pid,
             worker_failures=self.worker_failures,
-            error=None if error is None else _one_line(error),
+            error=None if error is None else one_line(error),
         )
 
 
-def _one_line(error: BaseException) -> str:
+def one_line(error: BaseException) -> str:
     """``Type: first line of the message``: a worker's error is a line, not its repr dump."""
     text = str(error).splitlines()[0] if str(error) else ""
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
@@ -217,6 +217,6 @@ async def open_process_signer(
     except trio_parallel.BrokenWorkerError as error:
         if not closing:
             raise
-        log.warning("shadow signing worker had already exited at shutdown", error=_one_line(error))
+        log.warning("shadow signing worker had already exited at shutdown", error=one_line(error))
         if body_error is not None:
             raise body_error from None

@@ -42,12 +42,24 @@ class TokenBucket:
         self._updated = now
         return self._tokens
 
-    async def acquire(self, tokens: float) -> None:
-        """Take ``tokens``, waiting in line behind earlier callers until they have accrued."""
+    def try_acquire(self, tokens: float) -> bool:
+        """Take ``tokens`` now if nobody waits and they are there; False (nothing taken) if not.
+
+        Raises:
+            ValueError: more tokens than the bucket holds, or none.
+        """
         if not 0 < tokens <= self.capacity:
             raise ValueError(f"cannot take {tokens} tokens from a bucket of {self.capacity}")
         if not self._lock.locked() and self.available() >= tokens:
             self._tokens -= tokens
+            return True
+        return False
+
+    async def acquire(self, tokens: float) -> None:
+        """Take ``tokens``, waiting in line behind earlier callers until they have accrued."""
+        if not 0 < tokens <= self.capacity:
+            raise ValueError(f"cannot take {tokens} tokens from a bucket of {self.capacity}")
+        if self.try_acquire(tokens):
             return
         async with self._lock:
             missing = tokens - self.available()

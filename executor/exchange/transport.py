@@ -16,16 +16,16 @@ could not be opened) is a plain, retryable :class:`ExchangeError`.
 The transport knows nothing of telemetry, rows or the risk gate (a test reads the imports): it
 fills a plain :class:`OrderStamps` with ``perf_counter_ns`` stamps and its caller records them.
 Timeouts are cancel scopes owned here, where the budgets are known; the retry policy is data.
+A real order's first attempt may be written where its fire is decided, without waiting
+(:meth:`ExchangeClient.send_order_now`), and finished by ``place_order`` in the fire's task.
 """
 
 from __future__ import annotations
 
 import random
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -51,6 +51,7 @@ from executor.exchange.messages import (
     parse_answer,
     parse_response,
 )
+from executor.exchange.order_connection import OrderConnection, OrderInFlight
 from executor.exchange.order_pool import (
     CONNECT_TIMEOUT_S,
     ORDER_CONNECTIONS,
@@ -58,15 +59,16 @@ from executor.exchange.order_pool import (
     tls_opener,
 )
 from executor.exchange.order_template import OrderTemplate
-from executor.exchange.presign import SignaturePool
+from executor.exchange.presign import AsyncSign, SignaturePool
 from executor.exchange.rest import (
+    ExchangeEndpoint,
     RestClient,
+    check_base_url,
     describe_error,
     open_http,
     tls_context,
 )
 from executor.exchange.token_bucket import TokenBucket
-from executor.signer import KalshiSigner
 
 __all__ = [
     "BALANCE_PATH",
@@ -79,6 +81,7 @@ __all__ = [
     "ExchangeEndpoint",
     "ExchangeError",
     "ExchangeTimeout",
+    "OrderInFlight",
     "OrderSpec",
     "OrderStamps",
     "RetryPolicy",
@@ -101,27 +104,6 @@ TOKENS_PER_ORDER: Final = 10.0
 """Tokens one order attempt takes (DISPATCH.md §5)."""
 
 log = structlog.get_logger()
-
-
-@dataclass(frozen=True, slots=True)
-class ExchangeEndpoint:
-    """Where and as whom to trade.
-
-    Attributes:
-        base_url: scheme + host[:port], no path, no trailing slash.
-        key_id: the API key id sent as ``KALSHI-ACCESS-KEY``.
-        signer: signs every request with the account's private key.
-        ca_file: PEM bundle to verify the server's certificate with; None = system trust store.
-    """
-
-    base_url: str
-    key_id: str
-    signer: KalshiSigner
-    ca_file: Path | None = None
-
-
-AsyncSign = Callable[[str, str, str], Awaitable[str]]
-"""``(timestamp, method, path) -> signature``, awaited (e.g. a worker process's signer)."""
 
 
 class ExchangeClient:
@@ -165,21 +147,30 @@ class ExchangeClient:
         """Real order attempts that signed inline (no pool, or none fresh enough)."""
 
     async def place_order(
-        self, body: bytes, stamps: OrderStamps, *, dry_run: bool
+        self,
+        body: bytes,
+        stamps: OrderStamps,
+        *,
+        dry_run: bool,
+        started: OrderInFlight | None = None,
     ) -> dict[str, Any]:
         """Send one order (DISPATCH.md §5), retrying per the policy; return the parsed response.
 
         A shadow fire (``dry_run``) takes no rate-limit token, signs and builds the request
         exactly like a real one, stamps ``sent_ns`` and returns ``{}`` with no network I/O.
+        ``started``: a first attempt :meth:`send_order_now` wrote, finished (and retried) here.
 
         Raises:
             ExchangeTimeout: an attempt got no response within ``ORDER_TIMEOUT_S`` (not retried).
-            ExchangeError: the last attempt failed, or a failure that is not retryable.
+            ExchangeError: the last attempt failed, or a failure that is not retried.
 
         Cancellation: ``stamps`` holds whatever the current attempt reached.
         """
         while True:
             try:
+                if started is not None:
+                    attempt, started = started, None
+                    return await self._finish_attempt(attempt, body, stamps)
                 return await self._order_attempt(body, stamps, dry_run=dry_run)
             except ExchangeError as error:
                 stamps.maybe_placed = stamps.maybe_placed or error.maybe_placed
@@ -193,6 +184,78 @@ class ExchangeClient:
                     error=str(error),
                 )
                 await trio.sleep(delay_s)
+
+    def send_order_now(self, body: bytes, stamps: OrderStamps) -> OrderInFlight | None:
+        """Write a real order's first attempt now, without waiting, or None (nothing done).
+
+        Only when nothing would wait: a rate-limit token free with nobody in line and a live idle
+        connection. Then the token is taken, the signature had (made ahead, or signed here), the
+        request built and handed to the kernel, exactly as :meth:`place_order`'s attempt would;
+        the rest (the response, bytes the kernel did not take, a failure to raise) is for
+        ``place_order(..., started=...)``, which must follow. None: nothing was touched.
+
+        Cancellation: never checkpoints.
+        """
+        connection = self.orders.checkout_now()
+        if connection is None:
+            return None
+        if not self.limiter.try_acquire(TOKENS_PER_ORDER):
+            self.orders.checkin(connection)  # unused: back to the idle ones
+            return None
+        stamps.reset()
+        stamps.attempts += 1
+        return self._begin_attempt(connection, body, stamps)
+
+    async def _order_attempt(
+        self, body: bytes, stamps: OrderStamps, *, dry_run: bool
+    ) -> dict[str, Any]:
+        stamps.reset()
+        stamps.attempts += 1
+        if dry_run:
+            timestamp, signature = await self._signature(stamps, dry_run=True)
+            self.template.request(timestamp, signature, body)  # built exactly like a real one
+            stamps.sent_ns = stamp_ns()
+            return {}
+        # The token, then a live connection, then the timestamp: a wait in line or a connect
+        # never signs a stale time.
+        await self.limiter.acquire(TOKENS_PER_ORDER)
+        connection = await self.orders.checkout()
+        attempt = self._begin_attempt(connection, body, stamps)
+        return await self._finish_attempt(attempt, body, stamps)
+
+    def _begin_attempt(
+        self, connection: OrderConnection, body: bytes, stamps: OrderStamps
+    ) -> OrderInFlight:
+        """Sign, build and begin writing a real attempt on a checked-out connection."""
+        try:
+            timestamp, signature = self._real_signature(stamps)
+            request = self.template.request(timestamp, signature, body)
+            stamps.sent_ns = stamp_ns()
+            connection.begin(request, body, stamps)
+        except BaseException:
+            self._end_attempt(connection, stamps)
+            raise
+        return OrderInFlight(connection)
+
+    async def _finish_attempt(
+        self, attempt: OrderInFlight, body: bytes, stamps: OrderStamps
+    ) -> dict[str, Any]:
+        connection = attempt.connection
+        try:
+            try:
+                with trio.fail_after(ORDER_TIMEOUT_S):
+                    status, reason, payload = await connection.finish(stamps)
+            except trio.TooSlowError:
+                raise ExchangeTimeout(f"no response within {ORDER_TIMEOUT_S:g} s") from None
+            stamps.ack_ns = stamp_ns()
+        finally:
+            self._end_attempt(connection, stamps)
+        return parse_answer(status, reason, payload)
+
+    def _end_attempt(self, connection: OrderConnection, stamps: OrderStamps) -> None:
+        self.orders.checkin(connection)
+        if stamps.signature == "presigned" and self.signatures is not None:
+            self.signatures.order_done()
 
     def place_shadow_now(self, body: bytes, stamps: OrderStamps) -> bool:
         """A shadow order with a spare signature made ahead, at once, or False (none spare).
@@ -217,59 +280,48 @@ class ExchangeClient:
         stamps.sent_ns = stamp_ns()
         return True
 
-    async def _order_attempt(
-        self, body: bytes, stamps: OrderStamps, *, dry_run: bool
-    ) -> dict[str, Any]:
-        stamps.reset()
-        stamps.attempts += 1
-        if dry_run:
-            timestamp, signature = await self._signature(stamps, dry_run=True)
-            self.template.request(timestamp, signature, body)  # built exactly like a real one
-            stamps.sent_ns = stamp_ns()
-            return {}
-        # The token, then a live connection, then the timestamp: a wait in line or a connect
-        # never signs a stale time.
-        await self.limiter.acquire(TOKENS_PER_ORDER)
-        connection = await self.orders.checkout()
-        try:
-            timestamp, signature = await self._signature(stamps, dry_run=False)
-            request = self.template.request(timestamp, signature, body)
-            stamps.sent_ns = stamp_ns()
-            try:
-                with trio.fail_after(ORDER_TIMEOUT_S):
-                    status, reason, payload = await connection.exchange(request, body, stamps)
-            except trio.TooSlowError:
-                raise ExchangeTimeout(f"no response within {ORDER_TIMEOUT_S:g} s") from None
-            stamps.ack_ns = stamp_ns()
-        finally:
-            self.orders.checkin(connection)
-            if stamps.signature == "presigned" and self.signatures is not None:
-                self.signatures.order_done()
-        return parse_answer(status, reason, payload)
-
     async def _signature(self, stamps: OrderStamps, *, dry_run: bool) -> tuple[str, str]:
         """(timestamp, signature) of ``POST`` + the order path, stamping the ``sign`` span.
 
-        The freshest signature made ahead when the pool has one fresh enough (a shadow fire only
-        takes a spare one), else a signature made now for a fresh timestamp. The ``sign`` span is
-        what this took (a pool hit: microseconds) and ``stamps.signature`` says which it was.
+        A real order's is :meth:`_real_signature`'s. A shadow fire takes only a spare signature
+        made ahead, else signs now (in the shadow signer's process when there is one).
         """
+        if not dry_run:
+            return self._real_signature(stamps)
         stamps.sign_start_ns = stamp_ns()
         pool = self.signatures
-        ready = None if pool is None else (pool.take_spare() if dry_run else pool.take())
+        ready = None if pool is None else pool.take_spare()
         if ready is not None:
             stamps.sign_end_ns = stamp_ns()
             stamps.signature = "presigned"
-            if not dry_run:
-                self.presigned += 1
             return ready
-        if not dry_run:
-            self.signed_inline += 1
         timestamp = str(wall_ms())
-        if dry_run and self.shadow_signer is not None:
+        if self.shadow_signer is not None:
             signature = await self.shadow_signer(timestamp, "POST", ORDER_PATH)
         else:
             signature = self._signer.sign(timestamp, "POST", ORDER_PATH)
+        stamps.sign_end_ns = stamp_ns()
+        stamps.signature = "inline"
+        return timestamp, signature
+
+    def _real_signature(self, stamps: OrderStamps) -> tuple[str, str]:
+        """A real order's (timestamp, signature): the freshest made ahead when the pool has one
+        fresh enough, else one made now for a fresh timestamp (on the loop: it never waits).
+
+        The ``sign`` span is what this took (a pool hit: microseconds) and ``stamps.signature``
+        says which it was.
+        """
+        stamps.sign_start_ns = stamp_ns()
+        pool = self.signatures
+        ready = None if pool is None else pool.take()
+        if ready is not None:
+            stamps.sign_end_ns = stamp_ns()
+            stamps.signature = "presigned"
+            self.presigned += 1
+            return ready
+        self.signed_inline += 1
+        timestamp = str(wall_ms())
+        signature = self._signer.sign(timestamp, "POST", ORDER_PATH)
         stamps.sign_end_ns = stamp_ns()
         stamps.signature = "inline"
         return timestamp, signature
@@ -285,14 +337,6 @@ class ExchangeClient:
     async def get_json(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]:
         """One signed ``GET path?params``, not retried; see :meth:`RestClient.get_json`."""
         return await self.rest.get_json(path, params)
-
-
-def _check_base_url(base_url: str) -> None:
-    parts = urlsplit(base_url)
-    if parts.scheme not in {"https", "http"} or not parts.netloc or parts.path or parts.query:
-        raise ValueError(
-            f"exchange base URL {base_url!r}: want scheme://host[:port] with no path or slash"
-        )
 
 
 @asynccontextmanager
@@ -321,7 +365,7 @@ async def open_exchange(
     Cancellation: closing the httpx pool is shielded for at most ``CLOSE_TIMEOUT_S``; the order
     connections close at once.
     """
-    _check_base_url(endpoint.base_url)
+    check_base_url(endpoint.base_url)
     parts = urlsplit(endpoint.base_url)
     if parts.scheme != "https" or parts.hostname is None:
         raise ValueError(f"exchange base URL {endpoint.base_url!r}: orders need https://host")

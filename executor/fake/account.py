@@ -151,7 +151,7 @@ class FakeAccount(Portfolio):
             return self.orders[client_order_id]  # idempotent: the same order again
         count, price = Decimal(order["count"]), Decimal(order["price"])
         count_text = f"{count:.2f}"
-        response: dict[str, Any] = {"order_id": uuid.uuid4().hex}
+        response: dict[str, Any] = {"order_id": str(uuid.uuid4())}  # Kalshi's ids are UUIDs
         if client_order_id is not None:
             response["client_order_id"] = client_order_id
         if order["time_in_force"] == "good_till_canceled" or not self.fill_rule(order):

@@ -7,7 +7,8 @@ negative balance) one line and exit 2.
 
 Without ``--dir`` the credentials go to a fresh temporary directory, which is removed when the
 command ends, however it ends (a signal, a busy port): a throwaway private key must not outlive
-the fake that trusts it. A ``--dir`` given by the caller is the caller's and is left as it is.
+the fake that trusts it (after a SIGKILL, the next start removes it: ``executor.fake.scratch``).
+A ``--dir`` given by the caller is the caller's and is left as it is.
 
 ``--fault`` queues faults for the first order requests (``hang-after-place``: placed, never
 answered), so a fake that outlives the executor can hold an order's answer while the executor
@@ -17,12 +18,11 @@ is killed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
-import shutil
 import signal
 import sys
-import tempfile
 from pathlib import Path
 
 import structlog
@@ -36,6 +36,7 @@ from executor.fake.exchange import (
     never_fill,
     serve_fake_exchange,
 )
+from executor.fake.scratch import COMMAND_PREFIX, scratch_folder
 
 FAULTS = {
     "hang": Fault("hang"),
@@ -123,13 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # stdout carries the one JSON line a caller parses; anything the fake logs goes to stderr.
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
-    temporary: Path | None = None
     try:
-        directory: Path = args.dir
-        if directory is None:
-            directory = temporary = Path(tempfile.mkdtemp(prefix="fake-exchange-"))
-        credentials = FakeCredentials.generate(directory)
-        trio.run(_run_command, credentials, args)
+        with contextlib.ExitStack() as stack:
+            directory: Path = args.dir
+            if directory is None:
+                directory = stack.enter_context(scratch_folder(COMMAND_PREFIX))
+            credentials = FakeCredentials.generate(directory)
+            trio.run(_run_command, credentials, args)
     except KeyboardInterrupt:  # a SIGINT before the signal receiver was installed
         return 0
     except (OSError, BaseExceptionGroup) as error:
@@ -138,9 +139,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"fake exchange: {cause}", file=sys.stderr)
         return 1
-    finally:
-        if temporary is not None:
-            shutil.rmtree(temporary, ignore_errors=True)
     return 0
 
 

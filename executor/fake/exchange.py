@@ -7,7 +7,8 @@ hand). Every request's RSA-PSS signature is checked with the public key only, in
 
 It speaks the endpoints the executor uses (orders, balance, positions, the orders list), keeps an
 account that fills debit, records every request it receives, and answers injected faults one per
-order request.
+order request. ``GET /trade-api/ws/v2``, signed like the rest, upgrades to the WebSocket stream of
+fills and order updates (``executor.fake.stream``), fed by every change to the account's book.
 
 Run it from a shell::
 
@@ -24,21 +25,16 @@ import base64
 import binascii
 import http
 import itertools
-import os
-import ssl
-import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final, Literal
 
 import h11
 import structlog
 import trio
-import trustme
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from executor.clock import wall_ms
@@ -48,17 +44,21 @@ from executor.fake.account import (
     ORDER_PATH,
     POSITIONS_PATH,
     TOO_MANY_REQUESTS_BODY,
+    BookEvent,
     FakeAccount,
     always_fill,
     error_body,
     never_fill,
 )
+from executor.fake.credentials import FakeCredentials
+from executor.fake.stream import STREAM_PATH, StreamHub
 
 __all__ = [
     "BALANCE_PATH",
     "DEFAULT_BALANCE_CENTS",
     "ORDER_PATH",
     "POSITIONS_PATH",
+    "STREAM_PATH",
     "FakeCredentials",
     "FakeExchange",
     "Fault",
@@ -121,67 +121,6 @@ class ReceivedRequest:
     fault: FaultKind | None = None
 
 
-@dataclass
-class FakeCredentials:
-    """A throwaway world for one run: an API key pair and a CA the executor must trust.
-
-    Attributes:
-        key_id: the API key id.
-        private_key_path: RSA-2048 PKCS#8 PEM, mode 0600 (the executor signs with it).
-        ca_file: the CA certificate (PEM) the executor verifies the fake's TLS with.
-        server_pem: the fake's certificate chain and its key (PEM, mode 0600).
-    """
-
-    key_id: str
-    private_key_path: Path
-    ca_file: Path
-    server_pem: Path | None = None
-
-    @classmethod
-    def generate(cls, directory: Path) -> FakeCredentials:
-        """Write a fresh key, CA and server certificate into ``directory`` (blocking: ~0.1 s)."""
-        directory.mkdir(parents=True, exist_ok=True)
-        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        private_key_path = directory / "api-key.pem"
-        _write_private(
-            private_key_path,
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            ),
-        )
-        authority = trustme.CA(organization_name="trio-executor fake exchange")
-        ca_file = directory / "ca.pem"
-        ca_file.write_bytes(authority.cert_pem.bytes())
-        leaf = authority.issue_cert("127.0.0.1", "localhost")
-        server_pem = directory / "server.pem"
-        _write_private(server_pem, leaf.private_key_and_cert_chain_pem.bytes())
-        return cls(str(uuid.uuid4()), private_key_path, ca_file, server_pem)
-
-    def public_key(self) -> rsa.RSAPublicKey:
-        """The public half of the API key: all the fake keeps to verify with (blocking)."""
-        key = serialization.load_pem_private_key(self.private_key_path.read_bytes(), None)
-        if not isinstance(key, rsa.RSAPrivateKey):
-            raise ValueError(f"{self.private_key_path}: not an RSA key")
-        return key.public_key()
-
-    def server_context(self) -> ssl.SSLContext:
-        """The fake's server TLS context (blocking: reads ``server_pem``)."""
-        if self.server_pem is None:
-            raise ValueError("these credentials have no server certificate; use generate()")
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(self.server_pem)
-        return context
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "wb") as file:
-        os.fchmod(file.fileno(), 0o600)  # the mode above is masked by umask; this is not
-        file.write(data)
-
-
 class FakeExchange(FakeAccount):
     """The account served over HTTPS; made and served by :func:`serve_fake_exchange`.
 
@@ -191,6 +130,8 @@ class FakeExchange(FakeAccount):
         freshness_s: how far a signed timestamp may be from now.
         connections_opened: TLS connections that completed a handshake.
         connections_closed: connections the fake has finished with (closed its end).
+        stream: the WebSocket stream's sessions and fault modes (``executor.fake.stream``),
+            told of every book change.
     """
 
     def __init__(
@@ -213,6 +154,11 @@ class FakeExchange(FakeAccount):
         self.connections_closed = 0
         self._faults: deque[Fault] = deque()
         self._connection_ids = itertools.count(1)
+        self.stream = StreamHub()
+        self.watchers.append(self._to_stream)
+
+    def _to_stream(self, event: BookEvent) -> None:
+        self.stream.announce(event, self.positions.get(event.order.ticker, 0.0))
 
     def inject(self, *faults: Fault) -> None:
         """Queue ``faults``; each incoming order request consumes the next one, in order."""
@@ -266,6 +212,9 @@ class FakeExchange(FakeAccount):
         protocol = h11.Connection(h11.SERVER)
         while (request := await _read_request(stream, protocol)) is not None:
             record = self._record(*request, connection)
+            if record.path == STREAM_PATH and record.method == "GET":
+                await self._stream_session(record, stream, protocol)
+                return
             fault = self._faults.popleft() if self._faults and record.path == ORDER_PATH else None
             record.fault = fault.kind if fault else None
             answer = await self._answer(record, fault, stream)
@@ -276,6 +225,25 @@ class FakeExchange(FakeAccount):
             if protocol.our_state is h11.MUST_CLOSE or record.fault == "close":
                 return
             protocol.start_next_cycle()
+
+    async def _stream_session(
+        self,
+        record: ReceivedRequest,
+        stream: trio.SSLStream[trio.SocketStream],
+        protocol: h11.Connection,
+    ) -> None:
+        """The WebSocket upgrade: 401 unless signed, 503 while the stream refuses, else a
+        session (the connection is the stream's until it ends)."""
+        if record.auth_error is not None or not self.stream.accepting:
+            status = 401 if record.auth_error is not None else 503
+            record.status = status
+            message = record.auth_error or "the stream is not accepting connections"
+            code = "unauthorized" if status == 401 else "service_unavailable"
+            await _send_response(stream, protocol, status, error_body(code, message))
+            return
+        record.status = 101
+        headers = [(name.encode(), value.encode()) for name, value in record.headers.items()]
+        await self.stream.serve(stream, headers, record.path, protocol.trailing_data[0])
 
     def _record(self, head: h11.Request, body: bytes, connection: int) -> ReceivedRequest:
         path, _, query = head.target.decode("latin-1").partition("?")

@@ -45,7 +45,8 @@ def _count(amount: Decimal) -> str:
     return f"{amount:.2f}"
 
 
-def _iso(epoch_ms: int) -> str:
+def iso_time(epoch_ms: int) -> str:
+    """``epoch_ms`` as the published RFC 3339 time, to the millisecond, in UTC."""
     moment = dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -116,8 +117,8 @@ class BookOrder:
             "maker_fill_cost_dollars": _dollars(self.maker_cost),
             "taker_fees_dollars": _dollars(self.taker_fees),
             "maker_fees_dollars": _dollars(self.maker_fees),
-            "created_time": _iso(self.created_ms),
-            "last_update_time": _iso(self.updated_ms),
+            "created_time": iso_time(self.created_ms),
+            "last_update_time": iso_time(self.updated_ms),
             "self_trade_prevention_type": self.self_trade_prevention_type,
             "exchange_index": self.exchange_index,
         }
@@ -199,6 +200,7 @@ __all__ = [
     "BookOrder",
     "BookStatus",
     "OrdersQuery",
+    "iso_time",
     "orders_page",
     "parse_orders_query",
 ]

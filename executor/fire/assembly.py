@@ -16,7 +16,9 @@ exists (a refused start leaves no file behind):
   journal's rows were replayed when telemetry opened), the risk gate's warm start
   from the corrected ``orders_fired`` (a worker thread), the shadow lane (closed and drained at
   exit) and the pollers (the account poll, first poll before serving, later polls also following
-  resting orders; the heartbeat; later adoption passes, also after every audit outage).
+  resting orders while the exchange's stream is not trusted; the heartbeat; the stream,
+  ``executor.exchange.stream``, unless ``--stream off``; later adoption passes, also after every
+  audit outage).
 
 :class:`OrderPathFactory` is what the server is given: the two stages, in the order it enters them.
 Every start-up failure is one :class:`~executor.config.StartupError` line. Exit order: pollers
@@ -42,15 +44,26 @@ from executor.decide.risk import RiskGate
 from executor.decide.risk_limits import DAY_MS
 from executor.exchange.account import (
     HEARTBEAT_INTERVAL_S,
+    HEARTBEAT_PROCESS,
     AccountState,
+    heartbeat_process_for,
     serve_account,
     serve_heartbeats,
 )
 from executor.exchange.adoption import Adopter
 from executor.exchange.dispatcher import OrderDispatcher, OrderPolicy
 from executor.exchange.reconcile import CollectedRows, Reconciler
+from executor.exchange.rest import tls_context
 from executor.exchange.shadow_lane import ShadowLane
 from executor.exchange.stages import PerfToWall
+from executor.exchange.stream import (
+    StreamEndpoint,
+    StreamState,
+    poll_unless_streaming,
+    serve_stream,
+    stream_url_of,
+)
+from executor.exchange.stream_orders import StreamedOrders
 from executor.exchange.transport import ExchangeClient
 from executor.fire.exchange_side import ExchangeSide, open_exchange_side, silent
 from executor.fire.path import FirePath, OrderPath
@@ -80,6 +93,7 @@ class OrderPathFactory:
         kill_switch: KillSwitch | None,
         signer: KalshiSigner | None = None,
         announce: Callable[[str], None] | None = None,
+        socket_path: Path | None = None,
     ) -> None:
         self.settings = settings
         self.telemetry_db = telemetry_db
@@ -89,6 +103,10 @@ class OrderPathFactory:
         self.heartbeat_interval_s = HEARTBEAT_INTERVAL_S
         """Seconds between heartbeat rows (a test shortens it: a heartbeat that is written is
         what ends an audit-trail outage)."""
+        self.heartbeat_process = (
+            HEARTBEAT_PROCESS if socket_path is None else heartbeat_process_for(socket_path)
+        )
+        """The heartbeat row's ``process``: the instance, named by its socket."""
         self._side: ExchangeSide | None = None
 
     @asynccontextmanager
@@ -114,6 +132,7 @@ class OrderPathFactory:
             announce=self.announce,
             side=self._side,
             heartbeat_interval_s=self.heartbeat_interval_s,
+            heartbeat_process=self.heartbeat_process,
         )
 
 
@@ -124,14 +143,17 @@ def order_path_factory(
     kill_switch: KillSwitch | None,
     signer: KalshiSigner | None = None,
     announce: Callable[[str], None] | None = None,
+    socket_path: Path | None = None,
 ) -> OrderPathFactory:
-    """The server's factory for ``settings`` (mode fake or real)."""
+    """The server's factory for ``settings`` (mode fake or real), its heartbeats named by
+    ``socket_path``."""
     return OrderPathFactory(
         settings,
         telemetry_db=telemetry_db,
         kill_switch=kill_switch,
         signer=signer,
         announce=announce,
+        socket_path=socket_path,
     )
 
 
@@ -146,6 +168,7 @@ async def open_order_path(
     announce: Callable[[str], None] | None = None,
     side: ExchangeSide | None = None,
     heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
+    heartbeat_process: str = HEARTBEAT_PROCESS,
 ) -> AsyncIterator[FirePath]:
     """Start everything real fires need and yield the fire path; take it down in order on exit.
 
@@ -190,8 +213,18 @@ async def open_order_path(
         step("warm-starting the risk gate from orders_fired")
         risk = await _warm_risk_gate(settings, telemetry_db)
         reconciler.fills = risk
+        stream = StreamedOrders(reconciler, telemetry) if settings.exchange.stream else None
+        reconciler.feed = stream
         fire_path = _fire_path(
-            settings, telemetry, kill_switch, client, risk, reconciler, installation.ids, adopter
+            settings,
+            telemetry,
+            kill_switch,
+            client,
+            risk,
+            reconciler,
+            stream,
+            ids=installation.ids,
+            adopter=adopter,
         )
         orders = fire_path.orders
         assert orders is not None
@@ -210,8 +243,9 @@ async def open_order_path(
             try:
                 async with trio.open_nursery() as pollers:
                     step("polling the account (balance, positions)")
+                    follow_resting = poll_unless_streaming(stream, reconciler)
                     await pollers.start(
-                        functools.partial(serve_account, follow_resting=reconciler.poll_resting),
+                        functools.partial(serve_account, follow_resting=follow_resting),
                         client,
                         orders.account,
                         risk,
@@ -223,8 +257,13 @@ async def open_order_path(
                             lambda: telemetry.statistics().queued,
                             lambda: _dropped_rows(telemetry),
                             interval_s=heartbeat_interval_s,
+                            process=heartbeat_process,
                         )
                     )
+                    if stream is not None and orders.stream_state is not None:
+                        step("connecting the exchange's stream (fills, order updates)")
+                        endpoint = await _stream_endpoint(settings, side)
+                        await pollers.start(serve_stream, endpoint, stream, orders.stream_state)
                     await pollers.start(adopter.serve, telemetry, adopted_later)
                     try:
                         yield fire_path
@@ -241,6 +280,8 @@ def _fire_path(
     client: ExchangeClient,
     risk: RiskGate | None,
     reconciler: Reconciler,
+    stream: StreamedOrders | None = None,
+    *,
     ids: ClientOrderIds,
     adopter: Adopter,
 ) -> FirePath:
@@ -262,6 +303,8 @@ def _fire_path(
         clock=PerfToWall(),
         clock_domain=clock_domain(),
         audit=telemetry,
+        stream=stream,
+        stream_state=None if stream is None else StreamState(),
         adopter=adopter,
     )
     return FirePath(
@@ -292,6 +335,14 @@ def _tell_risk_gate(risk: RiskGate | None, row: OrderRow) -> None:
     count, price = float(row.count), float(row.price_dollars)
     risk.record_attempt(row.ticker, row.outcome_side, int(count), price, now_ms, "")
     risk.record_fill(row.ticker, float(row.fill_count or 0), now_ms, "")
+
+
+async def _stream_endpoint(settings: Settings, side: ExchangeSide) -> StreamEndpoint:
+    """The stream's URL (the configured one, else on the REST host) and the side's key and CA."""
+    endpoint = side.endpoint
+    context = await trio.to_thread.run_sync(tls_context, endpoint.ca_file)
+    url = settings.exchange.stream_url or stream_url_of(endpoint.base_url)
+    return StreamEndpoint(url, endpoint.key_id, endpoint.signer.sign, context)
 
 
 async def _reconcile_earlier_runs(reconciler: Reconciler, telemetry_db: Path) -> None:

@@ -15,23 +15,22 @@ found here, so a refused start leaves no database behind; every failure is one
 from __future__ import annotations
 
 import functools
-import shutil
-import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
 import structlog
 import trio
+import trio_parallel  # type: ignore[import-untyped]  # ships no type information
 
 from executor.config import ConfigError, StartupError
 from executor.exchange.order_pool import MAX_ORDER_CONNECTIONS, ORDER_CONNECTIONS
 from executor.exchange.presign import SignaturePool
-from executor.exchange.sign_worker import open_process_signer
+from executor.exchange.sign_worker import one_line, open_process_signer
 from executor.exchange.transport import ExchangeClient, ExchangeEndpoint, open_exchange
 from executor.fake.exchange import FakeCredentials, serve_fake_exchange
+from executor.fake.scratch import IN_PROCESS_PREFIX, scratch_folder
 from executor.settings import ExchangeSettings, Settings
 from executor.signer import KalshiSigner, SignerKeyError
 
@@ -141,11 +140,19 @@ def order_connections(settings: Settings) -> int:
 
 async def _start_presigning(
     endpoint: ExchangeEndpoint, max_age_ms: int, services: trio.Nursery, stack: AsyncExitStack
-) -> SignaturePool:
-    """A signature pool kept full by its own worker process, stopped before the worker is."""
-    signer = await stack.enter_async_context(
-        open_process_signer(endpoint.signer.private_key_path, endpoint.key_id)
-    )
+) -> SignaturePool | None:
+    """A signature pool kept full by its own worker process, stopped before the worker is; None
+    (one warning line) when the worker cannot start: every order then signs inline."""
+    try:
+        signer = await stack.enter_async_context(
+            open_process_signer(endpoint.signer.private_key_path, endpoint.key_id)
+        )
+    except trio_parallel.BrokenWorkerError as error:
+        log.warning(
+            "signing-ahead worker could not start: orders sign inline on the loop",
+            error=one_line(error),
+        )
+        return None
     pool = SignaturePool(signer.sign, max_age_ms=max_age_ms)
     scope = trio.CancelScope()
     stopped = trio.Event()
@@ -176,8 +183,10 @@ async def _endpoint(
 ) -> ExchangeEndpoint:
     """The endpoint to trade against; for ``fake``, after starting the fake exchange."""
     if exchange.mode == "fake":
-        directory = Path(tempfile.mkdtemp(prefix="executor-fake-"))  # 0700: private
-        stack.callback(shutil.rmtree, directory, True)
+        # 0700, removed at exit; one a SIGKILL left behind is removed by the next such start.
+        folder = scratch_folder(IN_PROCESS_PREFIX)
+        directory = await trio.to_thread.run_sync(folder.__enter__)
+        stack.push_async_callback(trio.to_thread.run_sync, folder.__exit__, None, None, None)
         credentials = await trio.to_thread.run_sync(FakeCredentials.generate, directory)
         fake = await services.start(
             functools.partial(

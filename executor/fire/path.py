@@ -5,8 +5,10 @@ Deciding, then executing. Per accepted message the fire path asks the decision l
 switch, the risk gate and the production guard, in DISPATCH.md §1's order) and gets one value
 back: a refusal, which it counts and logs (and, when the refusal carries a request, hands to the
 dispatcher for its ``rejected`` row), or an order, which it counts as ``fired`` and hands down to
-the exchange layer: a real order in one call to ``OrderDispatcher.execute`` (which also keeps the
-risk gate's books through the order's ticket), a shadow order built by the dispatcher and offered
+the exchange layer: a real order in two calls, ``OrderDispatcher.begin`` where the wake was acked
+(in the connection's task: the decision, the risk gate's books, the ``pending`` row and, when
+nothing would wait, the request written) and ``OrderDispatcher.complete`` in a task of the fire's
+own (:meth:`FirePath.start` returns that rest), a shadow order built by the dispatcher and offered
 to the shadow lane. Nothing is handed back up to the decision. It records the stage rows, whatever
 happened.
 
@@ -43,12 +45,13 @@ server's ``fires_cancelled`` are subsets of ``fired``.
 from __future__ import annotations
 
 import dataclasses
-import enum
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Final
 
 import structlog
 
+from executor.clock import stamp_ns
 from executor.decide.decision import (
     AuditTrail,
     Decider,
@@ -63,9 +66,12 @@ from executor.decide.risk import RiskGate
 from executor.decide.sizing import SizingConfig
 from executor.exchange.account import AccountState
 from executor.exchange.adoption import Adopter
-from executor.exchange.dispatcher import OrderDispatcher, OrderSink
+from executor.exchange.dispatcher import OrderDispatcher, OrderSink, StartedOrder
 from executor.exchange.shadow_lane import ShadowJob, ShadowLane
 from executor.exchange.stages import FireStamps, PerfToWall, log_resolution, stage_rows
+from executor.exchange.stream import StreamState
+from executor.exchange.stream_orders import StreamedOrders
+from executor.fire.outcomes import FireCounters, FireOutcome
 from executor.logs import RateLimitedWarning
 from executor.recording.rows import row_fields
 from executor.wire.protocol import WakeMessage
@@ -74,6 +80,9 @@ log = structlog.get_logger()
 
 DEFAULT_CONTRACT_COUNT: Final = 1
 """Contracts per order when the configuration says nothing: the smallest order the market takes."""
+
+Arrival = tuple[int, int]
+"""``(read_ns, acked_ns)``: when the connection loop had read the wake and handed its ack over."""
 
 Dispatcher = Callable[[FireRequest], Awaitable[None]]
 """Places the order a request describes (no-exchange mode). Exceptions reach ``fire``'s caller."""
@@ -86,44 +95,8 @@ async def no_network_dispatcher(request: FireRequest) -> None:
     """
 
 
-class FireOutcome(enum.Enum):
-    """How one fire ended."""
-
-    FIRED = "fired"
-    REFUSED_PRICE = "refused_price"
-    REFUSED_KILL_SWITCH = "refused_kill_switch"
-    REFUSED_VOLUME = "refused_volume"
-    REFUSED_RISK = "refused_risk"
-    REFUSED_PERMISSION = "refused_permission"
-    REFUSED_AUDIT = "refused_audit"
-    DISPATCH_ERROR = "dispatch_error"
-    SHADOW_SKIPPED = "shadow_skipped"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class FireCounters:
-    """Outcomes of the fires a ``FirePath`` has handled (DISPATCH.md §1 defines each)."""
-
-    fired: int
-    refused_price: int
-    refused_kill_switch: int
-    refused_volume: int = 0
-    refused_risk: int = 0
-    refused_permission: int = 0
-    dispatch_errors: int = 0
-    shadow_skipped: int = 0
-    reconciled: int = 0
-    """Orders of unknown outcome the exchange had (their rows corrected; start-up's included)."""
-    reconcile_failed: int = 0
-    """Orders of unknown outcome the exchange did not have, or could not be asked about."""
-    presigned: int = 0
-    signed_inline: int = 0
-    refused_audit: int = 0
-    adopted: int = 0
-    """Orders of this installation the exchange had and the table lacked (rows written)."""
-    foreign_orders: int = 0
-    """Other clients' orders the last adoption pass listed (left alone)."""
-
+FireRest = Callable[[], Awaitable[FireOutcome]]
+"""What :meth:`FirePath.start` leaves of a fire: awaited in the fire's own task."""
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class OrderPath:
@@ -139,6 +112,8 @@ class OrderPath:
         clock: the perf-to-wall offset the stage rows are anchored with.
         clock_domain: this process's clock domain (``executor.clock.clock_domain()``).
         audit: whether order rows can be written (telemetry); None never refuses.
+        stream: what the exchange's stream changes (``--stream``), None without it.
+        stream_state: the stream's connection counters, None without it.
         adopter: the adoption passes (its counters are reported); None adopts nothing.
     """
 
@@ -151,6 +126,8 @@ class OrderPath:
     clock: PerfToWall
     clock_domain: str
     audit: AuditTrail | None = None
+    stream: StreamedOrders | None = None
+    stream_state: StreamState | None = None
     adopter: Adopter | None = None
 
     def rules(self) -> OrderRules:
@@ -214,6 +191,17 @@ class FirePath:
         client = None if self.orders is None else self.orders.dispatcher.client
         counts["presigned"] = int(getattr(client, "presigned", 0))
         counts["signed_inline"] = int(getattr(client, "signed_inline", 0))
+        stream = None if self.orders is None else self.orders.stream
+        state = None if self.orders is None else self.orders.stream_state
+        if stream is not None and state is not None:
+            counts.update(
+                stream_connected=state.connected,
+                stream_reconnects=state.reconnects,
+                stream_fill_messages=stream.fill_messages,
+                stream_order_messages=stream.order_messages,
+                stream_fills_applied=stream.fills_applied,
+                stream_orders_applied=stream.orders_applied,
+            )
         adopter = None if self.orders is None else self.orders.adopter
         if adopter is not None:
             counts["adopted"] = adopter.adopted
@@ -246,8 +234,55 @@ class FirePath:
             return FireOutcome.FIRED  # the no-network dispatcher would return at once
         return self._fire_shadow(message, decision, orders)
 
-    async def fire(self, message: WakeMessage) -> FireOutcome:
-        """Run one accepted wake through the fire path (DISPATCH.md §1).
+    def start(self, message: WakeMessage, arrival: Arrival | None = None) -> FireOutcome | FireRest:
+        """Do everything of this fire that needs no waiting, now; the rest, if any, to await.
+
+        A fire :meth:`fire_now` finishes ends here (its outcome). A real order is decided here
+        and, when the transport can without waiting, written here: the risk gate's books, the
+        ``pending`` row and the request all happen before this returns, and what is left (the
+        response, its rows) is the returned coroutine function, for the caller to run in a task
+        of its own. A refusal with a ``rejected`` row to queue, or a custom dispatcher, is left
+        whole to that coroutine function.
+
+        Args:
+            message: the acked wake.
+            arrival: ``(read_ns, acked_ns)`` from the connection loop, for the path's stamps.
+
+        Cancellation: never checkpoints.
+        """
+        if not self._needs_task(message):
+            outcome = self.fire_now(message)
+            assert outcome is not None  # fire_now finishes every fire that needs no task
+            return outcome
+        orders = self.orders
+        if orders is None:
+            price_refusal = self._decider.price_refusal(message)
+            if price_refusal is not None:
+                return self._refused(message, price_refusal)
+            return functools.partial(self._fire_custom, message)
+        stamps = FireStamps()
+        stamps.fire_ns = stamp_ns()
+        if arrival is not None:
+            stamps.read_ns, stamps.acked_ns = arrival
+        decision = self._decider.decide(message)
+        stamps.decided_ns = stamp_ns()
+        if isinstance(decision, Refusal):
+            outcome = self._refused(message, decision)
+            if decision.request is None:
+                return outcome
+            if decision.kind is RefusalKind.AUDIT:
+                # The row cannot be written: the log holds it instead, every one of them.
+                row = orders.dispatcher.rejected_row(decision.request, decision.reason)
+                log.error("real fire refused: audit trail unavailable", row=row_fields(row))
+                return outcome
+            return functools.partial(self._record_rejected, decision, outcome, orders)
+        self._counts["fired"] += 1
+        started = orders.dispatcher.begin(decision, stamps)
+        return functools.partial(self._fire_real, message, started, orders)
+
+    async def fire(self, message: WakeMessage, arrival: Arrival | None = None) -> FireOutcome:
+        """Run one accepted wake through the fire path (DISPATCH.md §1): :meth:`start`, then
+        the rest it leaves, awaited here.
 
         ``fired`` is counted before the dispatch is awaited, so a dispatch that raises or is
         cancelled has still been counted as fired.
@@ -260,28 +295,26 @@ class FirePath:
         row, which is shielded and bounded; a cancelled real dispatch still writes its
         resolution and stage rows, then ``Cancelled`` propagates.
         """
-        if not self._needs_task(message):
-            outcome = self.fire_now(message)
-            assert outcome is not None  # fire_now finishes every fire that needs no task
-            return outcome
+        started = self.start(message, arrival)
+        if isinstance(started, FireOutcome):
+            return started
+        return await started()
+
+    async def _fire_custom(self, message: WakeMessage) -> FireOutcome:
+        """A fire without an exchange whose dispatcher is not the default one."""
         decision = self._decider.decide(message)
-        orders = self.orders
         if isinstance(decision, Refusal):
-            outcome = self._refused(message, decision)
-            if decision.request is not None:
-                assert orders is not None  # only a decision with an exchange writes a row
-                if decision.kind is RefusalKind.AUDIT:
-                    # The row cannot be written: the log holds it instead, every one of them.
-                    row = orders.dispatcher.rejected_row(decision.request, decision.reason)
-                    log.error("real fire refused: audit trail unavailable", row=row_fields(row))
-                else:
-                    await orders.dispatcher.record_rejected(decision.request, decision.reason)
-            return outcome
+            return self._refused(message, decision)
         self._counts["fired"] += 1
-        if orders is None:
-            await self._dispatcher(decision.request)
-            return FireOutcome.FIRED
-        return await self._fire_real(message, decision, orders)
+        await self._dispatcher(decision.request)
+        return FireOutcome.FIRED
+
+    async def _record_rejected(
+        self, refusal: Refusal, outcome: FireOutcome, orders: OrderPath
+    ) -> FireOutcome:
+        assert refusal.request is not None
+        await orders.dispatcher.record_rejected(refusal.request, refusal.reason)
+        return outcome
 
     def _needs_task(self, message: WakeMessage) -> bool:
         """Whether the fire may await: a real order with an exchange, or a custom dispatcher."""
@@ -304,11 +337,11 @@ class FirePath:
         return FireOutcome.SHADOW_SKIPPED
 
     async def _fire_real(
-        self, message: WakeMessage, order: Order, orders: OrderPath
+        self, message: WakeMessage, started: StartedOrder, orders: OrderPath
     ) -> FireOutcome:
-        stamps = FireStamps()
+        stamps = started.stamps
         try:
-            await orders.dispatcher.execute(order, stamps)
+            await orders.dispatcher.complete(started)
         except Exception as error:
             self._counts["dispatch_errors"] += 1
             log.error(

@@ -41,6 +41,13 @@ class ServerStatistics:
     signed_inline: int = 0
     refused_audit: int = 0
     """Real fires refused because the audit trail (``orders_fired``) could not be written."""
+    stream_connected: int = 0
+    """1 while the exchange's stream is connected and reconciled (trusted), else 0 (a gauge)."""
+    stream_reconnects: int = 0
+    stream_fill_messages: int = 0
+    stream_order_messages: int = 0
+    stream_fills_applied: int = 0
+    stream_orders_applied: int = 0
     adopted: int = 0
     """Orders of this installation found on the exchange with no row (rows written for them)."""
     foreign_orders: int = 0
@@ -60,12 +67,19 @@ class ServerStatistics:
 
     def later_counters(self) -> str:
         """The keys the exit line gained after ``log_dropped``, oldest first (reconciliation's,
-        signing ahead's, the audit trail's, adoption's), which the command line prints after
-        every older key; a new key goes at the end."""
+        signing ahead's, the audit trail's, the stream's, adoption's), which the command line
+        prints after every older key; a new key goes at the end."""
         return (
             f"reconciled={self.reconciled} reconcile_failed={self.reconcile_failed} "
             f"presigned={self.presigned} signed_inline={self.signed_inline} "
-            f"refused_audit={self.refused_audit} adopted={self.adopted}"
+            f"refused_audit={self.refused_audit} "
+            f"stream_connected={self.stream_connected} "
+            f"stream_reconnects={self.stream_reconnects} "
+            f"stream_fill_messages={self.stream_fill_messages} "
+            f"stream_order_messages={self.stream_order_messages} "
+            f"stream_fills_applied={self.stream_fills_applied} "
+            f"stream_orders_applied={self.stream_orders_applied} "
+            f"adopted={self.adopted}"
         )
 
 

@@ -9,6 +9,7 @@ the batches; ``executor.recording.consumer`` owns the thread discipline). The sc
 from __future__ import annotations
 
 import contextlib
+import errno
 import sqlite3
 from pathlib import Path
 from typing import Any, Final
@@ -28,11 +29,17 @@ surrogate, an integer beyond int64). None of them may end the consumer."""
 logger = structlog.get_logger()
 
 
+def describe(error: OSError) -> str:
+    """``EROFS: Read-only file system``: the error's name and words, as an operator greps them."""
+    name = errno.errorcode.get(error.errno or 0, "error")
+    return f"{name}: {error.strerror or error}"
+
+
 class TelemetryOpenError(Exception):
     """The telemetry database could not be opened or initialised (message names the path)."""
 
 
-def _path_problem(path: Path) -> str | None:
+def path_problem(path: Path) -> str | None:
     """What is wrong with ``path``'s folders, in words (mkdir's own "File exists" is not)."""
     for ancestor in path.parents:
         if ancestor.is_symlink() or ancestor.exists():
@@ -62,7 +69,7 @@ def open_database(path: Path) -> tuple[sqlite3.Connection, bool]:
         raise
     except (sqlite3.Error, OSError) as error:
         raise TelemetryOpenError(
-            f"cannot open telemetry database {path}: {_path_problem(path) or error}"
+            f"cannot open telemetry database {path}: {path_problem(path) or error}"
         ) from None
     try:
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -93,6 +100,41 @@ def open_database(path: Path) -> tuple[sqlite3.Connection, bool]:
         connection.close()
         raise TelemetryOpenError(f"cannot initialise telemetry database {path}: {error}") from error
     return connection, created
+
+
+def open_read_only(path: Path, reason: OSError) -> sqlite3.Connection:
+    """Open an existing database this process cannot write (``reason`` says why), so that an
+    executor without an exchange can serve beside it: its rows then fail and are counted.
+
+    ``mode=ro`` first; a WAL database in a folder that cannot take the ``-shm`` a reader needs,
+    with neither ``-wal`` nor ``-shm`` there (so no writer is active), is opened ``immutable``.
+
+    Raises:
+        TelemetryOpenError: it cannot be read either.
+    """
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    failure: sqlite3.Error | None = None
+    for suffix in ("", "&immutable=1"):
+        try:
+            connection = sqlite3.connect(
+                uri + suffix, uri=True, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as error:
+            failure = error
+            continue
+        try:
+            connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.Error as error:
+            connection.close()
+            failure = error
+            continue
+        logger.warning(
+            "telemetry database is read-only: every row will be dropped and counted",
+            path=str(path),
+            error=describe(reason),
+        )
+        return connection
+    raise TelemetryOpenError(f"cannot read telemetry database {path}: {failure}")
 
 
 def prove_writable(connection: sqlite3.Connection, path: Path) -> None:

@@ -54,8 +54,9 @@ HISTOGRAM_STAGES: Final = (
     Stage.DISPATCH_ACK,
     Stage.DISPATCH_WIRE,
     Stage.DETECT_WIRE,
+    Stage.STREAM_ROW,
 )
-"""The stages with a latency histogram: the headline span and the fire path's."""
+"""The stages with a latency histogram: the headline span, the fire path's, the stream's lag."""
 
 LATENCY_BUCKETS_S: Final = (
     0.000_01,
@@ -84,6 +85,7 @@ STOP_TIMEOUT_S: Final = 2.0
 
 _GAUGES: Final = {
     "connections_open": "connections open now",
+    "stream_connected": "1 while the exchange's stream is connected and reconciled, else 0",
     "foreign_orders": "other clients' orders the last adoption pass listed and left alone",
 }
 """ServerStatistics fields that go up and down; every other int field is a counter."""

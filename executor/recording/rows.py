@@ -31,6 +31,12 @@ class Stage(enum.StrEnum):
     """[ours] ``sent`` -> the request's last byte handed to the kernel (DISPATCH.md §10)."""
     DETECT_WIRE = "detect_wire"
     """[ours] the wake's ``recv_ns`` -> the ``wire`` stamp, ``detect_fire``'s clock rule."""
+    STREAM_ROW = "stream_row"
+    """[ours] the exchange's ``ts_ms`` of a fill or order update -> its row queued (the stream)."""
+    WIRE_ENGINE = "wire_engine"
+    """[ours] the ``wire`` stamp -> the order response's ``ts_ms`` (the matching engine's clock)."""
+    ENGINE_ACK = "engine_ack"
+    """[ours] the order response's ``ts_ms`` -> the ``ack`` stamp (the engine's clock to ours)."""
 
 
 class LatencyRow(NamedTuple):

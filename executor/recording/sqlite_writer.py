@@ -4,19 +4,20 @@ Everything here is blocking and runs only in the telemetry worker thread (the co
 ``executor.recording.consumer`` owns the thread discipline): commit a batch, falling back to one
 row at a time. Opening, proving and closing the file is ``executor.recording.database``.
 
-A batch mixes row types and is written in arrival order in one transaction: runs of latency rows
-go through the multi-row INSERTs (they are nearly every row), order and heartbeat rows (a few per
-fire, one per 10 s) one statement each.
+A batch mixes row types and is written in arrival order in one transaction: each run of latency
+rows (nearly every row) goes in as two statements over one JSON array, so SQLite does the run's
+work without the GIL; order and heartbeat rows (a few per fire, one per 10 s) one statement each.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Final, cast
+
+import orjson
 
 from executor.clock import wall_ms
 from executor.recording.database import (
@@ -33,11 +34,7 @@ wait ``busy_timeout``; past the budget the remaining rows are counted as failed,
 _INSERT_CORRELATION: Final = (
     "INSERT OR IGNORE INTO correlations (correlation_id, created_at_ms) VALUES (?, ?)"
 )
-_INSERT_LATENCY_EVENT: Final = (
-    "INSERT INTO latency_events"
-    " (correlation_id, stage, started_at_ms, ended_at_ms, duration_ms, metadata_json)"
-    " VALUES (?, ?, ?, ?, ?, ?)"
-)
+
 
 _ORDER_COLUMNS: Final = (
     "correlation_id",
@@ -87,34 +84,60 @@ _REPLACE_HEARTBEAT: Final = (
     " VALUES (?, ?, ?, ?, ?, ?)"
 )
 
-CHUNK_ROWS: Final = (128, 64, 32, 16, 8, 4, 2, 1)
-"""Rows per multi-row INSERT (rows). A batch is written as a few statements of these sizes rather
-than one statement per row: ``executemany`` gives up and retakes the GIL once per row, and with the
-event loop busy each retake waits, which capped the writer near 15k rows/s under load against
-~50k/s this way (measured with a GIL-hungry thread beside it; docs/RESULTS.md). 128 rows x 6
-parameters stays under SQLite's historical 999-variable limit. Eight sizes means eight prepared
-statements per table, each parsed once and reused from the connection's statement cache."""
+_JSON_CORRELATIONS: Final = (
+    "INSERT OR IGNORE INTO correlations (correlation_id, created_at_ms)"
+    " SELECT json_extract(value, '$[0]'), ? FROM json_each(?)"
+)
+_JSON_EVENTS: Final = (
+    "INSERT INTO latency_events"
+    " (correlation_id, stage, started_at_ms, ended_at_ms, duration_ms, metadata_json)"
+    " SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),"
+    " json_extract(value, '$[2]'), json_extract(value, '$[3]'),"
+    " json_extract(value, '$[4]'), json_extract(value, '$[5]')"
+    " FROM json_each(?)"
+)
+"""A run of latency rows is two statements over one JSON array of the rows, whatever its length:
+its parents, then its events, in array order. Binding values from Python holds the GIL for every
+value, and ``sqlite3`` drops and retakes the GIL around each statement's step, a retake that waits
+for a busy event loop (up to the 5 ms switch interval); here the whole run's SQLite work (parsing,
+inserting, indexing) happens inside two steps without the GIL, and a batch retakes it four times
+(BEGIN, two INSERTs, COMMIT) instead of about sixteen with the multi-row INSERTs of 128, 64, ...
+rows this replaces. The writer thread's CPU per row is lower too (one thread, 500-row batches:
+6.5-6.7 against 8.1-9.2 µs; docs/RESULTS.md 2026-12-01). ``json_extract`` rather than ``->>``: the
+operator needs SQLite 3.38. ``json_each`` yields an array's elements in order, so rows keep their
+arrival order without an ORDER BY (which cost ~0.8 µs a row; tests/recording/test_json_rows.py
+checks the order)."""
+
+_JSON_OPTIONS: Final = orjson.OPT_STRICT_INTEGER
+"""An integer past 2**53 is refused (a ValueError: the run is retried row by row and that row
+alone is dropped and counted), as binding one past int64 was: SQLite would store a JSON integer
+past int64 as a rounded REAL, and checking each value in SQL cost ~3 µs a row. Every integer here
+is a millisecond wall-clock stamp, near 2**41, so nothing real comes near the bound."""
 
 
-@functools.cache
-def _chunk_statements(rows: int) -> tuple[str, str]:
-    """The correlation and latency-event INSERTs for ``rows`` rows at once."""
-    return (
-        _INSERT_CORRELATION + ", (?, ?)" * (rows - 1),
-        _INSERT_LATENCY_EVENT + ", (?, ?, ?, ?, ?, ?)" * (rows - 1),
-    )
+def _rows_json(rows: list[LatencyRow]) -> str:
+    """The rows as one JSON array of 6-element arrays, in order, as text.
+
+    Text, not bytes: SQLite 3.45 and later read a BLOB argument of ``json_each`` as JSONB.
+
+    Raises:
+        ValueError: a row JSON cannot carry (a lone surrogate in an id, an integer past 2**53).
+    """
+    try:
+        return orjson.dumps(rows, default=tuple, option=_JSON_OPTIONS).decode()
+    except orjson.JSONEncodeError as error:
+        raise ValueError(f"latency row not encodable: {error}") from None
 
 
 def _insert_rows(connection: sqlite3.Connection, rows: list[LatencyRow], now_ms: int) -> None:
-    """Insert ``rows`` in the caller's transaction, parents first, in ``CHUNK_ROWS`` pieces."""
-    start = 0
-    for size in CHUNK_ROWS:
-        while len(rows) - start >= size:
-            chunk = rows[start : start + size]
-            correlations_sql, events_sql = _chunk_statements(size)
-            connection.execute(correlations_sql, [v for row in chunk for v in (row[0], now_ms)])
-            connection.execute(events_sql, [value for row in chunk for value in row])
-            start += size
+    """Insert ``rows`` in the caller's transaction, parents first, as two statements.
+
+    Raises:
+        ValueError: a row JSON cannot carry.
+    """
+    text = _rows_json(rows)
+    connection.execute(_JSON_CORRELATIONS, (now_ms, text))
+    connection.execute(_JSON_EVENTS, (text,))
 
 
 def _order_values(row: OrderRow) -> tuple[object, ...]:
@@ -289,5 +312,3 @@ def write_rows_one_by_one(
         heartbeat_rows_written=heartbeat_written,
         order_rows_committed=order_committed,
     )
-
-

@@ -143,7 +143,8 @@ def render_text(database: Path, query: OrderQuery, orders: list[dict[str, Any]] 
     title = f"{database} ({', '.join([window, *filters])}; newest first, at most {query.limit})"
     if orders is None:
         return (
-            f"{title}\norders_fired: no such table (written only by an executor with an exchange)"
+            f"{title}\norders_fired: no such table"
+            " (not a file trio-executor wrote: it always creates one)"
         )
     if not orders:
         return f"{title}\nno orders"

@@ -21,6 +21,13 @@ from executor.stats.queries import Report, StatsError
 MINUTE_MS: Final = 60_000
 """Width of one bucket of the time series (ms)."""
 
+MAX_TIME_TICKS: Final = 8
+"""Most tick labels on the per-minute axis: "HH:MM" labels fit eight across a 6.5-inch panel."""
+
+TICK_STEPS_MINUTES: Final = (1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440, 2880, 10080)
+"""Tick spacings the per-minute axis may use (minutes): round clock steps, the smallest that keeps
+at most ``MAX_TIME_TICKS`` labels wins."""
+
 PLOT_SUFFIXES: Final = (".png", ".svg", ".pdf")
 """File types ``--plot`` writes (by the name's suffix): formats matplotlib's Agg backend saves
 without further libraries."""
@@ -57,6 +64,32 @@ def per_minute(samples: list[tuple[int, float]]) -> list[tuple[int, float, float
     ]
 
 
+def tick_step_minutes(first_minute_ms: int, last_minute_ms: int) -> int:
+    """The spacing of the per-minute axis's ticks (minutes): whole minutes only, so no two
+    ticks share an ``HH:MM`` label, and at most ``MAX_TIME_TICKS`` of them."""
+    span = (last_minute_ms - first_minute_ms) // MINUTE_MS
+    for step in TICK_STEPS_MINUTES:
+        if span // step + 1 <= MAX_TIME_TICKS:
+            return step
+    return TICK_STEPS_MINUTES[-1]
+
+
+def _time_axis(axes: Any, first_minute_ms: int, last_minute_ms: int) -> None:
+    """Ticks on whole minutes every :func:`tick_step_minutes`, labelled by minute (and by day
+    when the rows span more than one)."""
+    dates: Any = importlib.import_module("matplotlib.dates")
+    step = tick_step_minutes(first_minute_ms, last_minute_ms)
+    if step < 60:
+        locator = dates.MinuteLocator(byminute=range(0, 60, step))
+    elif step < 1440:
+        locator = dates.HourLocator(byhour=range(0, 24, step // 60))
+    else:
+        locator = dates.DayLocator(interval=step // 1440)
+    one_day = last_minute_ms // (1440 * MINUTE_MS) == first_minute_ms // (1440 * MINUTE_MS)
+    axes.xaxis.set_major_locator(locator)
+    axes.xaxis.set_major_formatter(dates.DateFormatter("%H:%M" if one_day else "%m-%d %H:%M"))
+
+
 def plot_report(report: Report, path: Path) -> None:
     """Write the figure of ``report.series`` to ``path`` (its type from the suffix).
 
@@ -78,7 +111,6 @@ def build_figure(report: Report) -> Any:
     matplotlib: Any = importlib.import_module("matplotlib")
     matplotlib.use("Agg")
     plt: Any = importlib.import_module("matplotlib.pyplot")
-    dates: Any = importlib.import_module("matplotlib.dates")
     import datetime as dt
 
     series = report.series
@@ -119,7 +151,8 @@ def build_figure(report: Report) -> Any:
         time_axes.set_xlabel("minute (UTC)")
         time_axes.set_ylabel("duration (ms)")
         time_axes.set_title("per-minute p50 (solid) and p99 (dashed)")
-        time_axes.xaxis.set_major_formatter(dates.DateFormatter("%H:%M"))
+        minutes = [started - started % MINUTE_MS for rows in series.values() for started, _ in rows]
+        _time_axis(time_axes, min(minutes), max(minutes))
         panels.append(time_axes)
     for axes in panels:
         axes.grid(True, alpha=0.3)

@@ -1,6 +1,6 @@
-"""The wire: the wake protocol's bytes, the owner-only Unix socket and its lock, one connection's
-life (``session``) and its frame loop (``connection``: read, stamp, decode, ack, record, fire), and
-a small Trio client.
+"""The wire: the wake protocol's bytes, the Unix socket (owner-only unless a group is given it)
+and its lock, one connection's life (``session``) and its frame loop (``connection``: read, stamp,
+decode, ack, record, fire), and a small Trio client.
 
 Owns everything that touches the poller's frames. May import the foundation (``executor.clock``,
 ``executor.logs``), ``executor.recording`` and ``executor.telemetry`` (the connection loop records

@@ -11,16 +11,28 @@ connection; its open and close lines carry the connection's number and frame cou
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
+from typing import Final
 
 import structlog
 import trio
 
+from executor.logs import RateLimitedWarning
 from executor.telemetry import Telemetry
-from executor.wire.connection import Connection, FrameCounters, PeerGone, serve_frames
-from executor.wire.protocol import WakeMessage
+from executor.wire.connection import (
+    FRAME_READ_TIMEOUT_S,
+    Connection,
+    FrameCounters,
+    FrameReadTimeout,
+    PeerGone,
+    serve_frames,
+)
+from executor.wire.handoff import StartFire
 
 log = structlog.get_logger()
+
+_stalled_frame_warnings: Final = RateLimitedWarning(
+    "incomplete frame timed out: closing connection"
+)
 
 
 async def serve_connection(
@@ -30,7 +42,7 @@ async def serve_connection(
     connections: set[Connection],
     counters: FrameCounters,
     telemetry: Telemetry,
-    start_fire: Callable[[WakeMessage], None],
+    start_fire: StartFire,
     stopping: trio.Event,
 ) -> None:
     """Serve one accepted connection until it ends, then close it; never raises but Cancelled.
@@ -64,6 +76,13 @@ async def serve_connection(
         )
     except PeerGone:
         reason = "peer gone"
+    except FrameReadTimeout:
+        reason = "frame read timed out"
+        _stalled_frame_warnings.warning(
+            connection=connection_number,
+            timeout_s=FRAME_READ_TIMEOUT_S,
+            buffered_bytes=connection.end - connection.start,
+        )
     except trio.Cancelled:
         reason = "cancelled"
         raise

@@ -1,15 +1,14 @@
-"""The executor's Unix socket: single-instance lock, stale-socket cleanup, owner-only bind.
+"""The executor's Unix socket: single-instance lock, stale-socket cleanup, a bind with no window.
 
 Trio has no released Unix-socket listener, so the socket is made by hand and wrapped in
 ``trio.SocketListener``. Anything that can connect to this socket can make the executor place
-orders, so it must never exist with wider permissions than 0600, not even for a moment.
+orders, so it must never exist with wider permissions than asked (0600 unless
+``executor.wire.socket_access`` says otherwise), not even for a moment.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import os
 import socket
 import stat
@@ -19,6 +18,9 @@ from typing import Final
 
 import trio
 
+from executor.file_lock import lock_exclusively, still_at_path
+from executor.wire.socket_access import OWNER_ONLY, SocketAccess
+
 MAX_SOCKET_PATH_BYTES: Final = 107
 """Linux's ``sun_path`` holds 108 bytes including the terminating NUL."""
 
@@ -26,8 +28,8 @@ LISTEN_BACKLOG: Final = 1024
 """Pending connections the kernel queues (the kernel caps it at somaxconn). The poller opens one
 or two; a burst of hundreds of connects (tests, a restart storm) must not meet EAGAIN. A guess."""
 
-SOCKET_MODE: Final = 0o600
-"""Owner read/write only."""
+LOCK_FILE_MODE: Final = 0o600
+"""Owner read/write only: only executors take the lock, whoever may connect to the socket."""
 
 LOCK_ATTEMPTS: Final = 10
 """Times ``acquire`` starts over when the file it locked was unlinked meanwhile (a failed start
@@ -117,7 +119,7 @@ class InstanceLock:
         for _ in range(LOCK_ATTEMPTS):
             fd, created = self._open()
             self._lock(fd)
-            if self._still_at_path(fd):
+            if still_at_path(fd, self.path):
                 self._fd, self.created = fd, created
                 return
             os.close(fd)  # unlinked by a failed start between our open and our flock
@@ -132,7 +134,7 @@ class InstanceLock:
             self._created_dirs = self._created_dirs or missing
             for _ in range(LOCK_ATTEMPTS):
                 try:
-                    return os.open(self.path, flags | os.O_CREAT | os.O_EXCL, SOCKET_MODE), True
+                    return os.open(self.path, flags | os.O_CREAT | os.O_EXCL, LOCK_FILE_MODE), True
                 except FileExistsError:
                     pass
                 with contextlib.suppress(FileNotFoundError):  # removed meanwhile: create it
@@ -145,22 +147,15 @@ class InstanceLock:
 
     def _lock(self, fd: int) -> None:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            locked = lock_exclusively(fd)
         except OSError as error:
             os.close(fd)
-            if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise SocketSetupError(
-                    f"another executor is running on this socket (lock {self.path} is held)"
-                ) from None
             raise SocketSetupError(f"cannot lock {self.path}: {error.strerror}") from None
-
-    def _still_at_path(self, fd: int) -> bool:
-        try:
-            at_path = os.stat(self.path)
-        except FileNotFoundError:
-            return False
-        held = os.fstat(fd)
-        return (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino)
+        if not locked:
+            os.close(fd)
+            raise SocketSetupError(
+                f"another executor is running on this socket (lock {self.path} is held)"
+            )
 
     def release(self, *, remove_created: bool = False) -> None:
         """Drop the lock (closing the descriptor releases the ``flock``); with
@@ -212,15 +207,17 @@ _STAGING_NAME: Final = "s"
 
 
 class PreparedSocket:
-    """A listening, owner-only Unix socket not yet reachable at its final path.
+    """A listening Unix socket with its final group and mode, not yet reachable at its path.
 
-    It sits in a fresh 0700 directory beside the final path; :meth:`publish` renames it into
-    place. Splitting the two lets start-up claim the socket (every bind failure happens here)
-    before it opens the database, and publish only once everything that serves it is running.
+    It sits in a fresh 0700 directory beside the final path, where it is given its group and
+    mode before it listens; :meth:`publish` renames it into place. Splitting the two lets
+    start-up claim the socket (every bind failure happens here) before it opens the database,
+    and publish only once everything that serves it is running.
     """
 
-    def __init__(self, socket_path: Path) -> None:
+    def __init__(self, socket_path: Path, access: SocketAccess = OWNER_ONLY) -> None:
         self.socket_path = socket_path
+        self.access = access
         self._private_dir = Path(tempfile.mkdtemp(prefix=".bind-", dir=socket_path.parent))
         self._dir_fd = -1
         self._sock: socket.socket | None = None
@@ -235,11 +232,24 @@ class PreparedSocket:
                 # so every final path up to the kernel's limit binds.
                 staging = Path(f"/proc/self/fd/{self._dir_fd}") / _STAGING_NAME
             self._sock.bind(os.fspath(staging))
-            os.chmod(_STAGING_NAME, SOCKET_MODE, dir_fd=self._dir_fd)
+            if access.group_id is not None:
+                self._give_to_group(access)
+            os.chmod(_STAGING_NAME, access.mode, dir_fd=self._dir_fd)
             self._sock.listen(LISTEN_BACKLOG)
         except BaseException:
             self.discard()
             raise
+
+    def _give_to_group(self, access: SocketAccess) -> None:
+        """Hand the staged socket to the group (before its mode opens anything to a group)."""
+        assert access.group_id is not None
+        try:
+            os.chown(_STAGING_NAME, -1, access.group_id, dir_fd=self._dir_fd)
+        except OSError as error:
+            raise SocketSetupError(
+                f"cannot give {self.socket_path} to group {access.group_name}: "
+                f"{_describe(error)}"
+            ) from None
 
     def publish(self) -> trio.SocketListener:
         """Rename the socket to its final path (reachable from now on) and wrap it for Trio."""
@@ -267,8 +277,11 @@ class PreparedSocket:
             self._private_dir.rmdir()
 
 
-def prepare_unix_socket(socket_path: Path) -> PreparedSocket:
-    """Bind and listen at a private name, owner-only; ``publish()`` makes it reachable.
+def prepare_unix_socket(
+    socket_path: Path, access: SocketAccess = OWNER_ONLY
+) -> PreparedSocket:
+    """Bind and listen at a private name with ``access``'s group and mode (default owner-only,
+    0600); ``publish()`` makes it reachable.
 
     The caller holds the instance lock and has removed any stale socket. Everything here is a
     local system call that does not block.
@@ -278,7 +291,7 @@ def prepare_unix_socket(socket_path: Path) -> PreparedSocket:
     """
     check_socket_path(socket_path)
     try:
-        return PreparedSocket(socket_path)
+        return PreparedSocket(socket_path, access)
     except OSError as error:
         raise SocketSetupError(f"cannot bind {socket_path}: {_describe(error)}") from None
 
@@ -298,13 +311,17 @@ def publish_unix_socket(prepared: PreparedSocket) -> trio.SocketListener:
         ) from None
 
 
-def bind_unix_listener(socket_path: Path) -> trio.SocketListener:
-    """Bind, restrict to 0600, listen, and only then make the socket reachable at its path.
+def bind_unix_listener(
+    socket_path: Path, access: SocketAccess = OWNER_ONLY
+) -> trio.SocketListener:
+    """Bind, give the socket ``access``'s group and mode, listen, and only then make it reachable
+    at its path.
 
-    The socket is bound inside a fresh 0700 directory next to ``socket_path``, chmodded, set
-    listening, and renamed into place, so no process can reach it while its mode is wider.
+    The socket is bound inside a fresh 0700 directory next to ``socket_path``, chowned and
+    chmodded, set listening, and renamed into place, so no process can reach it while its
+    permissions differ from the ones asked for.
     """
-    return publish_unix_socket(prepare_unix_socket(socket_path))
+    return publish_unix_socket(prepare_unix_socket(socket_path, access))
 
 
 def remove_socket_file(socket_path: Path) -> None:

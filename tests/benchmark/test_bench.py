@@ -222,7 +222,7 @@ def test_burst_scenario_completes_exactly_and_writes_its_files(
     samples = _rows(out_dir / "r" / "samples.csv")
     burst_path = out_dir / "r" / "burst.csv"
     assert _header(burst_path) == (
-        "run,executor,client,n,warmup,p50_us,p90_us,p99_us,max_us,deepest_queue,frames_per_s"
+        "run,executor,client,n,warmup,p50_us,p90_us,p99_us,max_us,deepest_queue,frames_per_s,lost"
     )
     burst = _rows(burst_path)
     assert len(burst) == 4
@@ -238,6 +238,7 @@ def test_burst_scenario_completes_exactly_and_writes_its_files(
         assert float(row["max_us"]) == max(kept)
         assert 1 <= int(row["deepest_queue"]) <= bench.clients.latency.POLLER_QUEUE
         assert float(row["frames_per_s"]) > 0
+        assert row["lost"] == "0"  # a burst-* client blocks in put: it cannot lose a wake
     throughput = _rows(out_dir / "r" / "throughput.csv")
     assert [r["executor"] for r in throughput] == ["trio", "uvloop"]
     for row in throughput:

@@ -33,6 +33,7 @@ from bench.runner import Series
 from bench.scenarios.fire import (
     FIRE_STAGES,
     KINDS,
+    PATH_SPANS,
     READ_STAGES,
     RISK_VARIABLES,
     WIRE_ACK,
@@ -97,7 +98,7 @@ def test_tiny_fire_run_writes_exactly_the_stage_spans_and_counts(work_dir: Path)
     argv += ["--fire-shadow", "3", "--fire-real", "2", "--fire-bursts", "1"]
     assert main([*argv, *UNPINNED, "--out", str(out), "--history", str(history)]) == 0
     summary = _rows(out / "summary.csv")
-    assert {row["span"] for row in summary} == set(FIRE_STAGES)
+    assert {row["span"] for row in summary} == {*FIRE_STAGES, *PATH_SPANS}
     assert {row["client"] for row in summary} == set(KINDS)
     n = {(row["client"], row["span"]): int(row["n"]) for row in summary}
     assert n[("fire:shadow", "detect_fire")] == 3
@@ -105,6 +106,8 @@ def test_tiny_fire_run_writes_exactly_the_stage_spans_and_counts(work_dir: Path)
     assert n[("fire:real", "dispatch_ack")] == 2
     assert n[("burst:real", "detect_fire")] == 1
     assert n[("burst:shadow", "order_build")] == 200
+    assert n[("fire:real", "path:decode_ack")] == 2  # the baseline writes the same breakdown
+    assert ("fire:shadow", "path:decode_ack") not in n  # a shadow fire has no detect_wire
     assert ("fire:shadow", "dispatch_ack") not in n  # a shadow fire stops at its sent stamp
     warmups = {row["client"]: row["warmup"] for row in summary}
     assert warmups["fire:shadow"] == "1" and warmups["burst:real"] == "0"
@@ -337,16 +340,36 @@ def test_tiny_fire_run_reads_the_trio_executors_own_stage_rows(work_dir: Path) -
     argv += ["--fire-shadow", "2", "--fire-real", "2", "--fire-bursts", "0", "--no-history"]
     assert main([*argv, *UNPINNED, "--out", str(out)]) == 0
     summary = _rows(out / "summary.csv")
-    assert {row["span"] for row in summary} == set(FIRE_STAGES)
+    assert {row["span"] for row in summary} == {*FIRE_STAGES, *PATH_SPANS}
     n = {(row["client"], row["span"]): int(row["n"]) for row in summary}
     assert n[("fire:shadow", "detect_fire")] == 2 and n[("fire:real", "detect_fire")] == 2
     assert n[("fire:real", "dispatch_ack")] == 2  # every real order was answered by the fake
     assert ("fire:shadow", "dispatch_ack") not in n
+    # Each real fire's segments add up to its own detect_wire (rounded to 0.1 us per stamp).
+    samples = [row for row in _rows(out / "samples.csv") if row["client"] == "fire:real"]
+    for index in ("0", "1"):
+        of_fire = {r["span"]: float(r["duration_us"]) for r in samples if r["index"] == index}
+        parts = sum(of_fire[span] for span in PATH_SPANS)
+        assert parts == pytest.approx(of_fire["detect_wire"], abs=1.0)
 
 
 def test_variants_refuse_an_unknown_name() -> None:
     """bench.scenarios.variants names its variants and refuses anything else before starting one."""
-    assert set(VARIANTS) == {"idle-lane", "httpx-orders", "json-rows", "no-intent", "timed-intent"}
+    assert set(VARIANTS) == {
+        "idle-lane",
+        "no-intent",
+        "timed-intent",
+        "httpx-orders",
+        "chunked-rows",
+        "acks-per-frame",
+        "acks-per-batch",
+        "switch-1ms",
+        "switch-0.2ms",
+        "h11-responses",
+        "task-writes",
+        "no-shadow-hold",
+        "pending-after-write",
+    }
     assert variants_main(["idle-lane+nonsense", "serve"]) == 2
     assert variants_main([]) == 2
 

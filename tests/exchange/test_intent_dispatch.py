@@ -11,7 +11,9 @@ import textwrap
 
 import orjson
 
-from executor.exchange.dispatcher import INTENT_NOT_RECORDED, OrderDispatcher
+from executor.exchange.dispatcher import OrderDispatcher
+from executor.exchange.messages import INTENT_NOT_RECORDED
+from executor.exchange.order_rows import order_row
 from executor.fire.path import FireOutcome
 from executor.recording.installation import ClientOrderIds
 from executor.recording.intent_journal import JournalWriteError
@@ -65,33 +67,40 @@ async def test_an_order_whose_intent_cannot_be_recorded_is_not_sent() -> None:
     assert harness.fire_path.counters().dispatch_errors == 1
 
 
-def _calls_before_the_send(function: object) -> list[str]:
-    """The names called in ``function`` before it awaits ``_build_and_send``, in order."""
+def _calls_between_the_row_and_the_send(function: object) -> list[str]:
+    """The names ``function`` calls after building the pending row and before the body is built
+    and the request started (``_build_and_start``), in order."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(function)))  # type: ignore[arg-type]
     calls = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            calls.append((node.lineno, node.col_offset, node.func.attr))
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else ast.unparse(func)
+            calls.append((node.lineno, node.col_offset, name))
     names = [name for _, _, name in sorted(calls)]
-    return names[: names.index("_build_and_send")]
+    return names[names.index("order_row") + 1 : names.index("_build_and_start")]
 
 
 def test_the_intent_record_is_the_only_file_call_between_decision_and_send() -> None:
-    """Between the pending row and the transport the dispatcher builds the row, writes the
-    intent record and queues the row: nothing else (``_build_and_send`` itself is guarded by
+    """Between building the pending row and starting the request the dispatcher writes the
+    intent record and queues the row: nothing else (``_build_and_start`` itself is guarded by
     tests/exchange/test_order_path.py)."""
-    before = _calls_before_the_send(OrderDispatcher._send_and_resolve)
-    assert before == ["_row", "_record_intent", "record_pending"]
+    between = _calls_between_the_row_and_the_send(OrderDispatcher.begin)
+    assert between == ["_record_intent", "record_pending"]
 
 
 def test_the_check_sees_a_log_call_slipped_in() -> None:
     """The negative twin: an extra call before the send is something the check reports."""
 
-    async def slipped(self: OrderDispatcher) -> None:
-        self._row()  # type: ignore[call-arg]
-        self._record_intent()  # type: ignore[call-arg]
-        self.log.info("x")  # type: ignore[attr-defined]
-        self.sink.record_pending()  # type: ignore[call-arg]
-        await self._build_and_send()  # type: ignore[call-arg]
+    def slipped(self: OrderDispatcher) -> None:
+        pending = order_row()  # type: ignore[call-arg]
+        self._record_intent(pending)
+        log.info("x")  # type: ignore[name-defined]  # noqa: F821
+        self.sink.record_pending(pending)
+        self._build_and_start()  # type: ignore[call-arg]
 
-    assert _calls_before_the_send(slipped) == ["_row", "_record_intent", "info", "record_pending"]
+    assert _calls_between_the_row_and_the_send(slipped) == [
+        "_record_intent",
+        "info",
+        "record_pending",
+    ]

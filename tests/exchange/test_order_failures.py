@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 
-import executor.exchange.order_connection as order_connection
+import executor.exchange.order_response as order_response
 import executor.exchange.transport as transport_module
 from executor.decide.order_request import FireRequest, OrderTemplate
 from executor.exchange.dispatcher import OrderDispatcher, OrderPolicy
@@ -29,6 +29,7 @@ from executor.recording.open_orders import (
     write_corrections,
 )
 from executor.recording.rows import OrderRow, OrderStatus
+from executor.signer import KalshiSigner
 from tests.support.inprocess import fake_endpoint
 from tests.support.order_fakes import RecordingSink
 from tests.support.orders import TICKER, spec
@@ -80,7 +81,7 @@ async def test_an_oversized_response_is_an_ambiguous_order(
 ) -> None:
     """A response body over the limit (here the fake's ordinary answer, with the limit lowered)
     leaves the order ambiguous, for reconciliation; never a bare parse error, never resent."""
-    monkeypatch.setattr(order_connection, "MAX_RESPONSE_BYTES", 16)
+    monkeypatch.setattr(order_response, "MAX_RESPONSE_BYTES", 16)
     endpoint = fake_endpoint(fake_exchange, fake_credentials)
     stamps = OrderStamps()
     with trio.fail_after(WAIT_S):
@@ -115,7 +116,7 @@ async def test_a_malformed_response_is_an_ambiguous_order(
     endpoint = transport_module.ExchangeEndpoint(
         f"https://127.0.0.1:{port}",
         fake_credentials.key_id,
-        transport_module.KalshiSigner(fake_credentials.private_key_path, fake_credentials.key_id),
+        KalshiSigner(fake_credentials.private_key_path, fake_credentials.key_id),
         fake_credentials.ca_file,
     )
     stamps = OrderStamps()

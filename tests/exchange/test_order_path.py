@@ -18,7 +18,9 @@ from executor.clock import clock_domain
 from executor.decide.killswitch import KillSwitch
 from executor.decide.risk import RiskGate, RiskLimits
 from executor.exchange import dispatcher as dispatcher_module
+from executor.exchange import transport as transport_module
 from executor.exchange.dispatcher import CANCELLED_AT_SHUTDOWN, OrderPolicy, order_status
+from executor.exchange.order_connection import OrderConnection
 from executor.exchange.transport import ExchangeError
 from executor.fire.path import FireOutcome
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
@@ -399,26 +401,48 @@ async def test_real_fire_overtakes_a_burst_of_shadow_fires() -> None:
 
 
 ALLOWED_BETWEEN_BUILD_AND_SEND = {"stamp_ns", "OrderSpec", "order_body", "_spec", "wall_ms"}
-"""Every call ``_build_and_send`` may make before handing the body to the transport."""
+"""Every call ``_build_and_start`` may make before handing the body to the transport."""
+
+TRANSPORT_CALLS = {"_send_now", "place_order"}
+"""How the body reaches the transport: written at once (``send_order_now``), or by the task."""
 
 
-def test_nothing_touches_telemetry_between_build_and_send() -> None:
-    """The build-to-send function (and the spec it builds) call only stamps, builder, transport."""
-    dispatcher_class = dispatcher_module.OrderDispatcher
-    source = "\n".join(
-        textwrap.dedent(inspect.getsource(function))
-        for function in (dispatcher_class._build_and_send, dispatcher_class._spec)
-    )
+def _calls_and_names(*functions: Any) -> tuple[set[str], set[str]]:
+    source = "\n".join(textwrap.dedent(inspect.getsource(function)) for function in functions)
     tree = ast.parse(source)
     called = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             func = node.func
             called.add(func.attr if isinstance(func, ast.Attribute) else ast.unparse(func))
-    assert called - {"place_order"} <= ALLOWED_BETWEEN_BUILD_AND_SEND, called
-    assert "place_order" in called
     names = {ast.unparse(node) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    names |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    return called, names
+
+
+def test_nothing_touches_telemetry_between_build_and_send() -> None:
+    """The build-to-send function (and the spec it builds) call only stamps, builder, transport."""
+    dispatcher_class = dispatcher_module.OrderDispatcher
+    called, names = _calls_and_names(dispatcher_class._build_and_start, dispatcher_class._spec)
+    assert called - TRANSPORT_CALLS <= ALLOWED_BETWEEN_BUILD_AND_SEND, called
+    assert "_send_now" in called
     assert not any(word in name for name in names for word in ("sink", "log", "telemetry"))
+
+
+def test_the_transports_immediate_write_touches_no_telemetry_log_or_file() -> None:
+    """What ``send_order_now`` runs before the write names no sink, log, telemetry or file."""
+    client, connection = transport_module.ExchangeClient, OrderConnection
+    called, names = _calls_and_names(
+        client.send_order_now,
+        client._begin_attempt,
+        client._real_signature,
+        connection.begin,
+        connection._send_now,
+        connection._wrote_all,
+    )
+    assert {"checkout_now", "try_acquire", "begin", "send"} <= called  # the check reads them
+    forbidden = ("sink", "log", "telemetry", "record", "open", "write")
+    assert not [name for name in names | called if any(word in name for word in forbidden)]
 
 
 def test_the_structural_check_catches_a_log_call() -> None:

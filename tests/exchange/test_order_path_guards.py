@@ -182,8 +182,10 @@ async def test_the_signed_timestamp_is_read_after_the_rate_limit_wait(
     bucket = TokenBucket(capacity=10, refill_per_s=10 / HELD_S)
     endpoint = fake_endpoint(fake_exchange, fake_credentials)
     async with open_exchange(endpoint, limiter=bucket) as client:
+        # Read before the first order drains the bucket: its tokens are back no sooner than
+        # HELD_S after this, however long that order's round trip takes on a loaded machine.
+        started_ms = wall_ms()
         await client.place_order(order_body(spec("first", count=1)), OrderStamps(), dry_run=False)
-        started_ms = wall_ms()  # the bucket is drained now
         await client.place_order(order_body(spec("second", count=1)), OrderStamps(), dry_run=False)
     stamped = [
         int(request.headers[HEADER_TIMESTAMP.lower()])

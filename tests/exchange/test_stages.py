@@ -69,3 +69,29 @@ def test_the_sign_row_says_how_the_signature_was_had() -> None:
             "signature": how,
         }
         assert rows["dispatch_wire"].metadata_json == '{"dry_run": false}'
+
+
+def test_the_engine_time_splits_the_round_trip_and_estimates_the_offset() -> None:
+    """wire at T, the engine's ts_ms 10 ms after, the ack 4 ms later: wire_engine 10, engine_ack
+    4 (summing to the round trip), offset (10 - 4) / 2 = 3 ms within 7 + 1 ms."""
+    clock = PerfToWall()
+    clock.offset_ns = 0  # perf ns are wall ns here, so the engine's time is easy to place
+    stamps = _stamps(wire=1_000_000_000_000_000)
+    stamps.order.ack_ns = stamps.order.wire_ns + 14_000_000  # type: ignore[operator]
+    stamps.engine_ts_ms = 1_000_000_000 + 10
+    rows = {r.stage.value: r for r in stage_rows(_wake(), stamps, clock, clock_domain())}
+    assert rows["wire_engine"].duration_ms == 10.0
+    assert rows["engine_ack"].duration_ms == 4.0
+    assert rows["wire_engine"].ended_at_ms == rows["engine_ack"].started_at_ms == 1_000_000_010
+    assert orjson.loads(rows["engine_ack"].metadata_json or "") == {
+        "dry_run": False,
+        "engine_offset_ms": 3.0,
+        "engine_offset_within_ms": 8.0,
+    }
+
+
+def test_no_engine_time_no_engine_rows() -> None:
+    """The negative twin: an answer without ts_ms (or no ack) gives neither engine row."""
+    stamps = _stamps(wire=4_250_000)
+    stages = [r.stage.value for r in stage_rows(_wake(), stamps, PerfToWall(), clock_domain())]
+    assert "wire_engine" not in stages and "engine_ack" not in stages

@@ -117,7 +117,8 @@ def test_scrape_matches_the_exit_lines(spawner: Spawner, short_dir: Path) -> Non
     server, telemetry = exit_counters(executor.stderr_lines())
     assert server["frames"] == accepted + 1
     for key, value in server.items():
-        assert scraped[f"trio_executor_{key}_total"] == value, key
+        suffix = "" if key == "stream_connected" else "_total"  # a gauge: 1 while connected
+        assert scraped[f"trio_executor_{key}{suffix}"] == value, key
     for key, value in telemetry.items():
         suffix = "" if key == "audit_unavailable" else "_total"  # a gauge: 1 while unavailable
         assert scraped[f"trio_executor_telemetry_{key}{suffix}"] == value, key

@@ -171,6 +171,9 @@ def test_latency_row_accepts_every_reference_stage() -> None:
         "telemetry_write",
         "dispatch_wire",
         "detect_wire",
+        "stream_row",
+        "wire_engine",
+        "engine_ack",
     ]
     assert [member.value for member in Stage] == names
     for name in names:

@@ -56,7 +56,16 @@ def test_fake_exchange_serve_writes_orders_and_stage_rows(
     assert server["accepted"] - server["unacked"] == server["fired"] + refused
     assert telemetry["order_rows_written"] == 2  # pending + resolution
     assert server["presigned"] + server["signed_inline"] == 1  # the one real order's attempt
-    assert list(server)[-4:] == ["presigned", "signed_inline", "refused_audit", "adopted"]
+    assert list(server)[-10:-7] == ["presigned", "signed_inline", "refused_audit"]
+    assert list(server)[-7:] == [  # newest last
+        "stream_connected",
+        "stream_reconnects",
+        "stream_fill_messages",
+        "stream_order_messages",
+        "stream_fills_applied",
+        "stream_orders_applied",
+        "adopted",
+    ]
     with sqlite3.connect(db_path) as db:
         orders = db.execute("SELECT correlation_id, status, count FROM orders_fired").fetchall()
         stages = db.execute(
@@ -66,12 +75,12 @@ def test_fake_exchange_serve_writes_orders_and_stage_rows(
     db.close()
     assert orders == [("sub-real", "filled", "3.00")]
     real_stages = ["order_build", "sign", "dispatch_send", "dispatch_ack", "detect_fire"]
-    real_stages += ["dispatch_wire", "detect_wire"]
+    real_stages += ["dispatch_wire", "detect_wire", "wire_engine", "engine_ack"]
     assert sorted(stage for cid, stage in stages if cid == "sub-real") == sorted(real_stages)
     assert sorted(stage for cid, stage in stages if cid == "sub-shadow") == sorted(
         ["order_build", "sign", "dispatch_send", "detect_fire"]
     )
-    assert beats == [("executor",)]
+    assert beats == [(f"executor:{socket_path}",)]  # the instance: its socket
 
 
 def test_no_exchange_serve_sends_nothing_and_says_so(spawner: Spawner, short_dir: Path) -> None:

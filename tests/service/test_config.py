@@ -11,7 +11,14 @@ import pytest
 from executor.config import ConfigError
 from executor.decide.risk import RISK_ENV_VARS, RiskLimits
 from executor.fake.exchange import FakeCredentials
-from executor.settings import DEMO_BASE_URL, PROD_BASE_URL, add_exchange_arguments, load_settings
+from executor.settings import (
+    DEMO_BASE_URL,
+    DEMO_STREAM_URL,
+    PROD_BASE_URL,
+    PROD_STREAM_URL,
+    add_exchange_arguments,
+    load_settings,
+)
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -278,3 +285,23 @@ def test_a_bad_presign_max_age_is_a_one_line_usage_error(
         _args("--presign-max-age-ms", value)
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert "--presign-max-age-ms" in error and ("outside" in error or "whole number" in error)
+
+
+def test_the_stream_is_on_by_default_at_the_environments_published_url(key_file: Path) -> None:
+    """Demo and prod each get their published wss:// URL; --stream off turns the stream off."""
+    demo = load_settings(_args(), _real_env(key_file)).exchange
+    assert (demo.stream, demo.stream_url) == (True, DEMO_STREAM_URL)
+    assert DEMO_STREAM_URL == "wss://external-api-ws.demo.kalshi.co/trade-api/ws/v2"
+    prod_env = _real_env(key_file, KALSHI_ALLOW_PRODUCTION_ORDERS="true")
+    prod = load_settings(_args("--environment", "prod"), prod_env).exchange
+    assert prod.stream_url == PROD_STREAM_URL == "wss://external-api-ws.kalshi.com/trade-api/ws/v2"
+    assert load_settings(_args("--stream", "off"), _real_env(key_file)).exchange.stream is False
+
+
+def test_the_stream_url_variable_is_checked(key_file: Path) -> None:
+    """KALSHI_DEMO_WS_URL replaces the default; an https:// URL there is refused, named."""
+    own = "wss://ws.example.test/trade-api/ws/v2"
+    settings = load_settings(_args(), _real_env(key_file, KALSHI_DEMO_WS_URL=own))
+    assert settings.exchange.stream_url == own
+    with pytest.raises(ConfigError, match="KALSHI_DEMO_WS_URL"):
+        load_settings(_args(), _real_env(key_file, KALSHI_DEMO_WS_URL="https://ws.example.test/x"))

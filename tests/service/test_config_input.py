@@ -34,6 +34,14 @@ def test_a_misspelt_variable_is_reported_with_the_closest_name() -> None:
     assert settings.sizing.kelly_fraction == 0.15  # the typo changed nothing
 
 
+@pytest.mark.parametrize("name", ["KALSHI_FOO", "KALSHI_OPENAPI_DIR", "KALSHI_LOG_LEVEL"])
+def test_a_name_like_no_known_one_suggests_nothing(name: str) -> None:
+    """An unknown name that resembles no known one only in its KALSHI_ prefix gets no
+    suggestion (KALSHI_FOO is not "did you mean KALSHI_CA_FILE")."""
+    settings = load_settings(_args(), {name: "1"})
+    assert settings.unknown_variables == (UnknownVariable(name, "the environment", None),)
+
+
 def test_known_and_foreign_names_are_not_reported() -> None:
     """Every known KALSHI_* name, and names without the prefix, pass without a report."""
     environ = {name: "" for name in KNOWN_VARIABLES} | {"KALSHIX": "1", "HOME": "/root"}

@@ -16,13 +16,21 @@ USER_DOCUMENTS = (
     "docs/PORT-FIDELITY.md",
     "docs/RELIABILITY.md",
 )
-"""What a user reads. RESULTS.md and BENCHMARK.md record measurement runs, commands as typed."""
+"""What a user reads."""
+
+MEASUREMENT_DOCUMENTS = ("docs/BENCHMARK.md", "docs/RESULTS.md")
+"""The plan and the results: commands as typed, with what stood outside the checkout named."""
+
+DOCUMENTS = USER_DOCUMENTS + MEASUREMENT_DOCUMENTS
 
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 PARENT_PATH = re.compile(r"(?<![\w.])\.\./[\w./-]+")
+RUN_MACHINE_PATH = re.compile(r"(?<![\w.$<>/-])/(?:tmp|work|root|home|mnt|srv|opt)/[\w./-]*")
+"""An absolute path into a folder that existed only on the machine of a run (a temporary tree,
+a build folder, a workspace): a reader has none of them."""
 
 
-@pytest.mark.parametrize("name", USER_DOCUMENTS)
+@pytest.mark.parametrize("name", DOCUMENTS)
 def test_no_path_leaves_the_repository(name: str) -> None:
     """Every ``../`` path in a user document names something that exists in the repository."""
     document = ROOT / name
@@ -38,7 +46,24 @@ def _inside(document: Path, path: str) -> bool:
     return target.is_relative_to(ROOT) and target.exists()
 
 
-@pytest.mark.parametrize("name", USER_DOCUMENTS)
+@pytest.mark.parametrize("name", MEASUREMENT_DOCUMENTS)
+def test_measurements_name_no_folder_of_the_run_machine(name: str) -> None:
+    """The plan and the results name the public repositories and placeholders, never a
+    temporary tree or a build folder of the machine a run was made on."""
+    found = RUN_MACHINE_PATH.findall((ROOT / name).read_text())
+    assert found == [], found
+
+
+def test_the_check_sees_a_folder_of_the_run_machine() -> None:
+    """Negative twin: a build folder and a temporary tree are found; placeholders are not."""
+    text = "cmd:/work/cpp-port-build/bin/x and cmd:/tmp/burst-before/serve.sh; cmd:CPP_HOTPATH"
+    assert RUN_MACHINE_PATH.findall(text) == [
+        "/work/cpp-port-build/bin/x",
+        "/tmp/burst-before/serve.sh",
+    ]
+
+
+@pytest.mark.parametrize("name", DOCUMENTS)
 def test_relative_links_resolve(name: str) -> None:
     """Every relative Markdown link names a file or folder that exists in the repository."""
     document = ROOT / name

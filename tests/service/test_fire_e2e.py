@@ -188,6 +188,8 @@ async def test_real_fire_sends_a_signed_order_and_leaves_every_row(
         "detect_fire",
         "dispatch_wire",
         "detect_wire",
+        "wire_engine",
+        "engine_ack",
     ]
     stats = running.server.statistics()
     assert stats.fired == 1

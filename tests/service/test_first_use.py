@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import socket
@@ -19,9 +18,9 @@ from executor.recording.database import open_database
 from executor.server import ExecutorServer, ServerConfig
 from executor.wire import unixsocket
 from executor.wire.unixsocket import MAX_SOCKET_PATH_BYTES, SocketSetupError, remove_stale_socket
+from tests.support.dev import DevServe, require_dev_environment
 from tests.support.inprocess import make_wake
 from tests.support.processes import (
-    Executor,
     Spawner,
     assert_one_line_failure,
     exit_counters,
@@ -44,42 +43,12 @@ def spawner(short_dir: Path) -> Iterator[Spawner]:
 # ---------------------------------------------------------------- dev.py serve
 
 
-class DevServe(Executor):
-    """``python3 dev.py serve --socket S --telemetry-db D`` with stderr in a file."""
-
-    def __init__(self, directory: Path, socket_path: Path, db_path: Path) -> None:
-        self.stderr_path = directory / "dev-serve.stderr"
-        env = dict(os.environ)
-        venv = Path(sys.prefix).resolve()
-        if venv == ROOT / ".venv":
-            env.pop("TRIO_EXECUTOR_PYTHON", None)
-        else:
-            env["TRIO_EXECUTOR_PYTHON"] = sys.executable
-        command = [sys.executable, str(ROOT / "dev.py"), "serve"]
-        command += ["--socket", str(socket_path), "--telemetry-db", str(db_path)]
-        with self.stderr_path.open("wb") as stderr:
-            self.process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr, env=env
-            )
-
-
-def _dev_environment_is_current() -> bool:
-    """Whether this interpreter is one of dev.py's environments, installed from this pyproject."""
-    venv = Path(sys.prefix).resolve()
-    if venv.parent != ROOT or not venv.name.startswith(".venv"):
-        return False
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    stamp = venv / ".installed-pyproject"
-    return stamp.exists() and stamp.read_text() == digest
-
-
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_dev_serve_becomes_the_executor(short_dir: Path, signum: int) -> None:
     """dev.py serve execs the executor: a signal to its pid gives the orderly exit, no traceback."""
-    if not _dev_environment_is_current():
-        pytest.skip("not running in dev.py's up-to-date environment (run: python3 dev.py test)")
+    require_dev_environment()
     socket_path, db_path = short_dir / "x.sock", short_dir / "t.db"
-    process = DevServe(short_dir, socket_path, db_path)
+    process = DevServe(short_dir, "--socket", socket_path, "--telemetry-db", db_path)
     try:
         wait_until_accepting(process, socket_path)
         # The pid dev.py started is now the executor itself, not a parent waiting on a child.
@@ -101,10 +70,9 @@ def test_dev_serve_becomes_the_executor(short_dir: Path, signum: int) -> None:
 
 def test_dev_serve_prints_the_commands_that_read_its_file(short_dir: Path) -> None:
     """dev.py serve names its database in ready-to-run stats and orders commands that work."""
-    if not _dev_environment_is_current():
-        pytest.skip("not running in dev.py's up-to-date environment (run: python3 dev.py test)")
+    require_dev_environment()
     socket_path, db_path = short_dir / "x.sock", short_dir / "t.db"
-    process = DevServe(short_dir, socket_path, db_path)
+    process = DevServe(short_dir, "--socket", socket_path, "--telemetry-db", db_path)
     try:
         wait_until_accepting(process, socket_path)
         lines = [line.strip() for line in process.stderr_lines()]
@@ -125,8 +93,7 @@ def test_dev_serve_prints_the_commands_that_read_its_file(short_dir: Path) -> No
 def test_dev_stats_and_orders_read_the_dev_database_by_default(short_dir: Path) -> None:
     """``dev.py stats`` / ``dev.py orders`` run the commands from the checkout on var/telemetry.db,
     or on the file named."""
-    if not _dev_environment_is_current():
-        pytest.skip("not running in dev.py's up-to-date environment (run: python3 dev.py test)")
+    require_dev_environment()
     db_path = short_dir / "t.db"
     connection, _ = open_database(db_path)
     connection.close()

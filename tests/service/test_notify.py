@@ -178,6 +178,7 @@ def test_a_served_executor_notifies_in_order(
             "STATUS=reconciling the orders earlier runs left unresolved",
             "STATUS=warm-starting the risk gate from orders_fired",
             "STATUS=polling the account (balance, positions)",
+            "STATUS=connecting the exchange's stream (fills, order updates)",
         ]
     else:
         assert starting == ["STATUS=opening the telemetry database"]

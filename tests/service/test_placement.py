@@ -65,6 +65,24 @@ def test_parse_cpus_accepts_one_cpu_and_a_list() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "cpus"),
+    [
+        ("0-1", {0, 1}),
+        ("0-2", {0, 1, 2}),
+        ("1-1", {1}),
+        ("0,2-3", {0, 2, 3}),
+        ("0-3:2", {0, 2}),
+        ("0 2", {0, 2}),
+        ("0-1 3", {0, 1, 3}),
+    ],
+)
+def test_parse_cpus_accepts_ranges_as_taskset_and_systemd_do(text: str, cpus: set[int]) -> None:
+    """Ranges (``0-1``), strides (``0-3:2``) and space-separated items name the CPUs that
+    ``taskset -c`` and systemd's ``CPUAffinity=`` would."""
+    assert parse_cpus(text, frozenset({0, 1, 2, 3})) == cpus
+
+
+@pytest.mark.parametrize(
     ("text", "needle"),
     [
         ("", "expected a CPU number"),
@@ -72,6 +90,12 @@ def test_parse_cpus_accepts_one_cpu_and_a_list() -> None:
         ("-1", "expected a CPU number"),
         ("1,", "expected a CPU number"),
         ("1.5", "expected a CPU number"),
+        ("2-1", "expected a CPU number"),
+        ("0-", "expected a CPU number"),
+        ("-", "expected a CPU number"),
+        ("0-3:0", "expected a CPU number"),
+        ("0--1", "expected a CPU number"),
+        ("0-4", "CPU 3,4 is not available"),
         ("3", "CPU 3 is not available to this process (allowed: 0,1,2)"),
         ("0,7,9", "CPU 7,9 is not available"),
     ],

@@ -56,6 +56,20 @@ async def settled(running: RunningServer, *, reconciled: int, failed: int) -> No
             await trio.sleep(0.01)
 
 
+async def dispatches_done(running: RunningServer) -> None:
+    """Wait until no dispatch is in flight: the reconciled fill has reached the risk gate.
+
+    The ``reconciled`` count moves before the reconciled order's fire task has handed the fill to
+    the gate; a wake decided in between (a real wake is decided as soon as it is read) would not
+    see it yet.
+    """
+    orders = running.server._fire_path.orders
+    assert orders is not None and orders.risk is not None
+    with trio.fail_after(WAIT_S):
+        while orders.risk.in_flight:  # noqa: ASYNC110
+            await trio.sleep(0.01)
+
+
 def metric(running: RunningServer, name: str) -> float:
     """One counter as ``--metrics`` would serve it."""
     collector = ExecutorCollector(
@@ -88,6 +102,7 @@ async def test_a_timed_out_order_the_exchange_filled_ends_filled_and_is_counted(
     async with connect(running.socket_path) as client:
         await client.request(real_wake("hung"))
         await settled(running, reconciled=1, failed=0)
+        await dispatches_done(running)
         await client.request(real_wake("other-side", direction="no"))
         with trio.fail_after(WAIT_S):
             while len(query(running.db_path, "SELECT id FROM orders_fired")) < 2:  # noqa: ASYNC110

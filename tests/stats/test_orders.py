@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 
 from executor.recording.database import open_database
 from executor.stats.orders import SCHEMA_ID, orders_main
+from tests.support.processes import Spawner
 
 HOUR_MS = 3_600_000
 
@@ -185,8 +187,27 @@ def test_empty_table(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
     assert run_json(capsys, "--telemetry-db", path)["orders"] == []
 
 
+def test_a_file_an_executor_without_an_exchange_wrote_has_no_orders(
+    capsys: pytest.CaptureFixture[str], short_dir: Path
+) -> None:
+    """A real ``executor serve`` without an exchange leaves the table, empty: ``no orders`` and
+    ``"orders": []`` (what OPERATIONS.md says), never ``null``."""
+    socket_path, path = short_dir / "x.sock", short_dir / "t.db"
+    spawner = Spawner(short_dir)
+    try:
+        executor = spawner.serve(socket_path, path, "--exchange", "none")
+        executor.signal(signal.SIGTERM)
+        assert executor.wait() == 0
+    finally:
+        spawner.kill_all()
+    assert orders_main(["--telemetry-db", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "no orders"
+    assert run_json(capsys, "--telemetry-db", path)["orders"] == []
+
+
 def test_a_file_without_the_table(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """A telemetry file from an executor without an exchange has no table: said, JSON null."""
+    """A file without the table (another program's: trio-executor always creates it): said,
+    JSON null."""
     path = tmp_path / "latency-only.db"
     connection, _ = open_database(path)
     connection.execute("DROP TABLE orders_fired")

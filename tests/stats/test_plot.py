@@ -69,16 +69,22 @@ def test_one_minute_of_rows_draws_the_cdf_alone() -> None:
         plt.close(figure)
 
 
-def test_several_minutes_draw_the_per_minute_panel_with_distinct_ticks() -> None:
-    """Rows over several minutes: two panels, and the time axis's tick labels differ."""
+@pytest.mark.parametrize("minutes", [2, 3, 5, 30, 600, 3000])
+def test_several_minutes_draw_the_per_minute_panel_with_distinct_ticks(minutes: int) -> None:
+    """Rows over several minutes: two panels, and the time axis's ticks sit on whole minutes,
+    each label once (never one minute repeated at sub-minute ticks), a few of them."""
     pytest.importorskip("matplotlib")
+    import matplotlib.dates as dates
     import matplotlib.pyplot as plt
 
-    figure = build_figure(report_over(5))
+    figure = build_figure(report_over(minutes))
     try:
         assert len(figure.axes) == 2
         labels = _tick_labels(figure.axes[1])
-        assert len(set(labels)) > 1, labels
+        assert len(labels) == len(set(labels)) >= 2, labels
+        assert len(labels) <= 10, labels
+        ticks = [dates.num2date(tick) for tick in figure.axes[1].get_xticks()]
+        assert all(tick.second == 0 and tick.microsecond == 0 for tick in ticks), ticks
     finally:
         plt.close(figure)
 

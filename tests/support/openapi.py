@@ -67,13 +67,13 @@ def _resolve(document: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def _strict(node: Any) -> Any:
+def strict_schema(node: Any) -> Any:
     """A copy of a schema tree in which every object with ``properties`` allows no others."""
     if isinstance(node, list):
-        return [_strict(item) for item in node]
+        return [strict_schema(item) for item in node]
     if not isinstance(node, dict):
         return node
-    strict = {key: _strict(value) for key, value in node.items()}
+    strict = {key: strict_schema(value) for key, value in node.items()}
     if "properties" in strict and "additionalProperties" not in strict:
         strict["additionalProperties"] = False
     return strict
@@ -116,7 +116,7 @@ def validate_response(
     # ``#/components/...`` reference resolves within the same file.
     root = {**copy.deepcopy(schema), "components": components}
     if strict:
-        root = _strict(root)
+        root = strict_schema(root)
     try:
         OAS30Validator(root, format_checker=OAS30Validator.FORMAT_CHECKER).validate(payload)
     except ValidationError as error:

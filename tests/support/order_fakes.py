@@ -45,8 +45,9 @@ class FakePlacer:
     on_first_sign: Callable[[], None] | None = None
 
     async def place_order(
-        self, body: bytes, stamps: OrderStamps, *, dry_run: bool
+        self, body: bytes, stamps: OrderStamps, *, dry_run: bool, started: object = None
     ) -> dict[str, Any]:
+        assert started is None  # it has no send_order_now, so nothing was begun for it
         stamps.attempts += 1
         client_order_id = orjson.loads(body)["client_order_id"]
         stamps.sign_start_ns = time.perf_counter_ns()
@@ -74,6 +75,38 @@ class FakePlacer:
 
     async def get_positions(self) -> dict[str, float]:
         return {}
+
+
+@dataclass
+class StartingPlacer(FakePlacer):
+    """A :class:`FakePlacer` that, like the transport, can write a real order without waiting.
+
+    ``send_order_now`` appends ``("send", client_order_id)`` at once (stamping ``sent`` and
+    ``wire``) and hands back a marker; ``place_order(..., started=marker)`` then only answers.
+    ``can_start`` False makes it refuse (as the transport does with no idle connection).
+    """
+
+    can_start: bool = True
+
+    def send_order_now(self, body: bytes, stamps: OrderStamps) -> Any:
+        if not self.can_start:
+            return None
+        stamps.attempts += 1
+        stamps.sign_start_ns = stamps.sign_end_ns = time.perf_counter_ns()
+        stamps.sent_ns = stamps.wire_ns = time.perf_counter_ns()
+        self.events.append(("send", orjson.loads(body)["client_order_id"]))
+        self.bodies.append(body)
+        return self
+
+    async def place_order(
+        self, body: bytes, stamps: OrderStamps, *, dry_run: bool, started: object = None
+    ) -> dict[str, Any]:
+        if started is None:
+            return await super().place_order(body, stamps, dry_run=dry_run)
+        assert started is self and not dry_run
+        await trio.lowlevel.checkpoint()
+        stamps.ack_ns = time.perf_counter_ns()
+        return dict(self.response)
 
 
 @dataclass

@@ -67,6 +67,12 @@ EXTRA_SERVER_KEYS = (
     "presigned",
     "signed_inline",
     "refused_audit",
+    "stream_connected",
+    "stream_reconnects",
+    "stream_fill_messages",
+    "stream_order_messages",
+    "stream_fills_applied",
+    "stream_orders_applied",
     "adopted",
 )
 """This executor's additions, at the end of the first counter line."""
@@ -101,11 +107,20 @@ def executor_command(*args: str | os.PathLike[str]) -> list[str]:
 class Executor:
     """One ``executor serve`` process whose stderr goes to a file (no pipe can fill up)."""
 
-    def __init__(self, directory: Path, *args: str | os.PathLike[str], name: str) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *args: str | os.PathLike[str],
+        name: str,
+        command: list[str] | None = None,
+    ) -> None:
         self.stderr_path = directory / f"{name}.stderr"
         with self.stderr_path.open("wb") as stderr:
             self.process = subprocess.Popen(
-                executor_command(*args), stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr
+                executor_command(*args) if command is None else command,
+                stdin=subprocess.DEVNULL,
+                stdout=stderr,
+                stderr=stderr,
             )
 
     @property
@@ -150,6 +165,12 @@ class Spawner:
     def start(self, *args: str | os.PathLike[str]) -> Executor:
         """Run ``executor ARGS`` without waiting for anything."""
         executor = Executor(self.directory, *args, name=f"p{len(self.started)}")
+        self.started.append(executor)
+        return executor
+
+    def start_command(self, command: list[str]) -> Executor:
+        """Run ``command``, an executor started some other way (e.g. as another user)."""
+        executor = Executor(self.directory, name=f"p{len(self.started)}", command=command)
         self.started.append(executor)
         return executor
 

@@ -1,4 +1,4 @@
-"""Each frame of a batch gets its own ack ``send``, in frame order, with no scheduler pass between.
+"""Each real frame of a batch gets its own ack ``send``, in frame order, with no pass between.
 
 ``serve_frames`` is driven here over a scripted socket: its ``recv_into`` hands over bytes the test
 chose (so what one batch holds is decided by the test, not by timing), its ``send`` records every
@@ -128,12 +128,16 @@ class Scripted:
                 counters=self.counters,
                 stats={"frames": 0, "accepted": 0, "rejected": 0},
                 telemetry=cast(Telemetry, self.telemetry),
-                start_fire=lambda message: self.fired.append(message.correlation_id),
+                start_fire=lambda message, *_: self.fired.append(message.correlation_id),
                 stopping=trio.Event(),
             )
         finally:
-            self._stuck.close()
-            self._peer.close()
+            self.close()
+
+    def close(self) -> None:
+        """Close the socket pair whose ends the waits for writability poll."""
+        self._stuck.close()
+        self._peer.close()
 
     def recorded(self) -> list[str]:
         return [row.correlation_id for row in self.telemetry.rows]

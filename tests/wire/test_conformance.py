@@ -1,9 +1,10 @@
 """The project's golden fixtures equal the reference implementation's output (PROTOCOL.md).
 
-The reference's files are read in place from ``<repo root>/../shared/reference/golden`` (CI clones
-the repository with ``shared/`` beside it), or from the directory named by
-``TRIO_EXECUTOR_REFERENCE_GOLDEN``. Where that folder is absent the whole module is skipped with the
-path it looked for; an override naming a missing folder is an error, not a skip.
+The reference's files are read in place from ``<repo root>/../shared/reference/golden`` (the
+project's working machines have ``shared/`` beside the checkout; a fresh clone does not, and CI runs
+one suite from such a clone), or from the directory named by ``TRIO_EXECUTOR_REFERENCE_GOLDEN``.
+Where that folder is absent the whole module is skipped with the path it looked for (the reference's
+output is never copied in); an override naming a missing folder is an error, not a skip.
 
 Signatures cannot be compared byte for byte (PSS salts randomly): instead the reference signer's
 five signatures must verify, with the reference's public key, over the messages this project's

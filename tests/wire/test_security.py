@@ -27,6 +27,7 @@ from executor.wire.client import connect
 from executor.wire.protocol import MAX_FRAME_BYTES, MAX_REASON_CHARS, encode_frame
 from executor.wire.unixsocket import SocketSetupError
 from tests.support.inprocess import RunningServer, make_wake
+from tests.wire.test_socket_access import other_group
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 30.0
@@ -73,6 +74,7 @@ class ModeRacer(threading.Thread):
         super().__init__(daemon=True)
         self.socket_path = socket_path
         self.public_modes: set[int] = set()
+        self.public_groups: set[int] = set()
         self.sightings = 0
         self.private_dir_modes: set[int] = set()
         self.halt = threading.Event()
@@ -81,11 +83,12 @@ class ModeRacer(threading.Thread):
         parent = self.socket_path.parent
         while not self.halt.is_set():
             try:
-                mode = os.lstat(self.socket_path).st_mode
+                status = os.lstat(self.socket_path)
             except FileNotFoundError:
                 pass
             else:
-                self.public_modes.add(mode)
+                self.public_modes.add(status.st_mode)
+                self.public_groups.add(status.st_gid)
                 self.sightings += 1
             for name in os.listdir(parent):
                 if name.startswith(".bind-"):
@@ -120,6 +123,35 @@ def test_socket_is_0600_from_its_first_instant(short_dir: Path) -> None:
     assert racer.public_modes == {stat.S_IFSOCK | 0o600}
     assert all(stat.S_IMODE(mode) == 0o700 for mode in racer.private_dir_modes)
     print(f"racer: {racer.sightings} sightings, private bind dirs seen {racer.private_dir_modes}")
+
+
+def test_a_group_socket_has_its_group_and_mode_from_its_first_instant(short_dir: Path) -> None:
+    """With ``--socket-mode 0640 --socket-group G`` the racer only ever sees a 0640 socket of
+    group G: never the process's own group, never the default mode."""
+    gid = other_group()
+    socket_path = short_dir / "x.sock"
+    racer = ModeRacer(socket_path)
+    racer.start()
+    try:
+        for run in range(4):
+            process = subprocess.Popen(
+                [
+                    *executor_command(socket_path, short_dir / f"t{run}.db"),
+                    *("--socket-mode", "0640", "--socket-group", str(gid)),
+                ],
+                stdin=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            try:
+                wait_for_socket(process, socket_path)
+            finally:
+                assert stop(process) == 0
+    finally:
+        racer.halt.set()
+        racer.join()
+    assert racer.sightings > 0, "the racer never saw the socket: the test proved nothing"
+    assert (racer.public_modes, racer.public_groups) == ({stat.S_IFSOCK | 0o640}, {gid})
+    assert all(stat.S_IMODE(mode) == 0o700 for mode in racer.private_dir_modes)
 
 
 def test_sigterm_as_soon_as_the_socket_exists_is_orderly(short_dir: Path) -> None:

@@ -1,0 +1,149 @@
+"""The hand-off from a connection's frames to their fires: real wakes first, shadows when caught up.
+
+After a batch's acks are out (``executor.wire.connection``), its accepted wakes go to the fire path
+in this order:
+
+1. **the real wakes**, in frame order: a real order is decided and written inside ``start_fire``
+   (``FirePath.start``), before any row of the batch is recorded and before any shadow fire of
+   this batch, or of an earlier one still waiting here, has started;
+2. the connection loop records the batch's ``wake_recv`` rows;
+3. **the shadow wakes**, in frame order, but only once the connection has caught up: while another
+   whole frame is already waiting to be read (in the buffer, or in the kernel: one non-blocking
+   ``recv``), the batch's shadow wakes wait here and the loop reads, acks and fires the real wakes
+   of the next batch first. They are all started once a read finds nothing more, once
+   ``MAX_DEFERRED_SHADOWS`` wait, or when the connection's loop ends (whatever ended it).
+
+So during a burst of shadow wakes the connection keeps pace with its peer at the price of a
+decode and an ack per frame, and a real wake in the burst waits only for the frames ahead of it
+to be acked, not for their shadow fires (which cost several times more: a build, a signature or a
+skip, four stage rows). A shadow fire measures the path; starting it later costs a measurement's
+latency, never an order's (DISPATCH.md §1).
+
+Cancellation: nothing here awaits.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from typing import Final, Protocol
+
+from executor.wire.protocol import (
+    PREFIX_BYTES,
+    DecodedWake,
+    FrameTooLargeError,
+    WakeMessage,
+    parse_frame_length,
+    wake_message_of,
+)
+
+MAX_DEFERRED_SHADOWS: Final = 256
+"""Most shadow wakes one connection holds back while frames keep arriving (wakes). A burst of 200
+(the reference's, and the benchmark's) fits whole; ~50 µs of fire work each makes at most ~13 ms
+of shadow fires started at once. A guess."""
+
+StartFire = Callable[[WakeMessage, int, int], None]
+"""Starts the fire of an acked wake, given when its bytes were read and when its ack was out
+(``perf_counter_ns``); never blocks."""
+
+Acked = tuple[DecodedWake, int, int, int]
+"""(decoded wake, read stamp, ``received_at_ms``, ack-out stamp) of one acked frame."""
+
+
+class FireHandoff:
+    """One connection's hand-off of acked wakes to the fire path (the module docstring's order).
+
+    Args:
+        start_fire: the fire path's entry (``ExecutorServer._start_fire``).
+    """
+
+    __slots__ = ("_deferred", "_start_fire")
+
+    def __init__(self, start_fire: StartFire) -> None:
+        self._start_fire = start_fire
+        self._deferred: list[tuple[DecodedWake, int, int]] = []
+
+    @property
+    def deferred(self) -> int:
+        """Shadow wakes waiting for the connection to catch up."""
+        return len(self._deferred)
+
+    def start_real(self, acked: list[Acked]) -> None:
+        """Fire the batch's real wakes, in frame order (step 1)."""
+        start_fire = self._start_fire
+        for decoded, stamp_ns, _, done_ns in acked:
+            if not decoded.dry_run:
+                start_fire(wake_message_of(decoded), stamp_ns, done_ns)
+
+    def hold_shadows(self, acked: list[Acked]) -> None:
+        """Keep the batch's shadow wakes, in frame order, behind any held before (step 3)."""
+        deferred = self._deferred
+        for decoded, stamp_ns, _, done_ns in acked:
+            if decoded.dry_run:
+                deferred.append((decoded, stamp_ns, done_ns))
+
+    def start_shadows(self, *, more_frames_waiting: Callable[[], bool]) -> None:
+        """Start the held shadow wakes unless more frames wait and there is room to hold them.
+
+        ``more_frames_waiting`` is asked only when some are held and there is room.
+        """
+        if not self._deferred:
+            return
+        if len(self._deferred) < MAX_DEFERRED_SHADOWS and more_frames_waiting():
+            return
+        self.flush()
+
+    def flush(self) -> None:
+        """Start every held shadow wake now, in frame order (the loop is ending, or caught up)."""
+        deferred, self._deferred = self._deferred, []
+        start_fire = self._start_fire
+        for decoded, stamp_ns, done_ns in deferred:
+            start_fire(wake_message_of(decoded), stamp_ns, done_ns)
+
+
+class ReadBuffer(Protocol):
+    """What :func:`frame_waiting` reads of a connection (``executor.wire.connection.Connection``):
+    its socket and its receive buffer, unconsumed bytes from ``start`` to ``end``."""
+
+    sock: socket.socket
+    view: memoryview
+    start: int
+    end: int
+
+
+def frame_waiting(connection: ReadBuffer) -> bool:
+    """Whether a whole frame can be handled now: buffered, or in the kernel (one non-blocking
+    ``recv`` into the connection's buffer reads what it has). An end of stream or a reset is left
+    for the connection's next read, which sees it again."""
+    if _frame_buffered(connection):
+        return True
+    if connection.start == connection.end:
+        connection.start = connection.end = 0
+    try:
+        received = connection.sock.recv_into(connection.view[connection.end :])
+    except (BlockingIOError, BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+        return False
+    connection.end += received
+    return received > 0 and _frame_buffered(connection)
+
+
+def _frame_buffered(connection: ReadBuffer) -> bool:
+    start = connection.start
+    available = connection.end - start
+    if available < PREFIX_BYTES:
+        return False
+    try:
+        length = parse_frame_length(connection.view[start : start + PREFIX_BYTES])
+    except FrameTooLargeError:
+        return False  # the loop's next read finds it and closes the connection
+    return available >= PREFIX_BYTES + length
+
+
+__all__ = [
+    "MAX_DEFERRED_SHADOWS",
+    "Acked",
+    "FireHandoff",
+    "ReadBuffer",
+    "StartFire",
+    "frame_waiting",
+]

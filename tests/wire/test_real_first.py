@@ -1,0 +1,174 @@
+"""A real wake is fired first: within one read batch, its order is decided and written before any
+row of the batch is recorded and before any of the batch's shadow fires starts; acks stay in
+frame order.
+
+Event-order tests over the scripted socket of ``test_batch_acks`` and the fire path's fakes:
+nothing here is timed.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import cast
+
+import trio
+
+from executor.fire.path import FireOutcome
+from executor.recording.rows import LatencyRow, OrderRowKind
+from executor.telemetry import Telemetry
+from executor.wire.connection import Connection, FrameCounters, serve_frames
+from executor.wire.handoff import MAX_DEFERRED_SHADOWS, Acked, FireHandoff
+from executor.wire.protocol import WakeMessage, decode_wake, encode_frame
+from tests.support.inprocess import make_wake
+from tests.support.order_fakes import StartingPlacer, order_harness
+from tests.wire.test_batch_acks import Events, Scripted, ack_ids
+from tests.wire.test_batch_acks import ScriptedSocket as ScriptedSocketBase
+
+
+class _EventTelemetry:
+    def __init__(self, events: Events) -> None:
+        self._events = events
+
+    def record(self, row: LatencyRow) -> None:
+        self._events.append(("row", row.correlation_id))
+
+
+async def _serve_logging_fires(run: Scripted) -> None:
+    def start_fire(message: WakeMessage, *stamps: int) -> None:
+        run.events.append(("fire", message.correlation_id))
+
+    try:
+        await serve_frames(
+            Connection(cast(socket.socket, run.sock)),
+            counters=FrameCounters(),
+            stats={"frames": 0, "accepted": 0, "rejected": 0},
+            telemetry=cast(Telemetry, _EventTelemetry(run.events)),
+            start_fire=start_fire,
+            stopping=trio.Event(),
+        )
+    finally:
+        run.close()
+
+
+async def test_a_batchs_real_wakes_are_fired_before_its_rows_and_shadow_fires() -> None:
+    """Acks go in frame order; then the real wakes' fires; then every row; then the shadows'."""
+    wakes = [
+        make_wake("s0", dry_run=True),
+        make_wake("r1"),
+        make_wake("s2", dry_run=True),
+        make_wake("r3"),
+    ]
+    run = Scripted(wakes, [])
+    await _serve_logging_fires(run)
+    # Pipelined shadow acks are joined with the next ack (executor.wire.batch): count the acks.
+    sends = [event for event in run.events if event[0] == "send"]
+    assert run.events[: len(sends)] == sends
+    assert ack_ids(b"".join(run.sock.sent)) == ["s0", "r1", "s2", "r3"]
+    assert run.events[len(sends) :] == [
+        ("fire", "r1"),
+        ("fire", "r3"),
+        ("row", "s0"),
+        ("row", "r1"),
+        ("row", "s2"),
+        ("row", "r3"),
+        ("fire", "s0"),
+        ("fire", "s2"),
+    ]
+
+
+async def test_a_batch_of_shadows_only_keeps_frame_order() -> None:
+    """The twin: with no real wake, rows and fires keep frame order (nothing is reordered)."""
+    run = Scripted([make_wake(f"s{i}", dry_run=True) for i in range(3)], [])
+    await _serve_logging_fires(run)
+    fired = [label for kind, label in run.events if kind == "fire"]
+    rows = [label for kind, label in run.events if kind == "row"]
+    assert fired == rows == ["s0", "s1", "s2"]
+
+
+async def test_start_writes_a_real_order_before_it_returns() -> None:
+    """FirePath.start decides and writes a real order with no await; the rest reads the answer."""
+    placer = StartingPlacer([], response={"order_id": "k-1", "fill_count": "1.00"})
+    async with order_harness(placer=placer) as harness:
+        rest = harness.fire_path.start(make_wake("r"), (1, 2))
+        assert not isinstance(rest, FireOutcome)
+        sent = [label for kind, label in harness.events if kind == "send"]
+        assert len(sent) == 1  # written already, in the caller's own step
+        (pending,) = harness.sink.orders
+        assert pending.kind is OrderRowKind.PENDING and pending.client_order_id == sent[0]
+        assert harness.events.index(("pending", sent[0])) < harness.events.index(("send", sent[0]))
+        assert await rest() is FireOutcome.FIRED
+    resolution = harness.sink.orders[-1]
+    assert resolution.kind is OrderRowKind.RESOLUTION and resolution.kalshi_order_id == "k-1"
+    assert harness.fire_path.counters().fired == 1
+
+
+async def test_start_leaves_the_write_to_the_task_when_the_transport_would_wait() -> None:
+    """The twin: a transport that cannot write now sends from the fire's task, once."""
+    placer = StartingPlacer([], can_start=False)
+    async with order_harness(placer=placer) as harness:
+        rest = harness.fire_path.start(make_wake("r"), None)
+        assert not isinstance(rest, FireOutcome)
+        assert not [event for event in harness.events if event[0] == "send"]
+        assert await rest() is FireOutcome.FIRED
+        assert len([event for event in harness.events if event[0] == "send"]) == 1
+
+
+class _ChunkedSocket(ScriptedSocketBase):
+    """A scripted socket whose reads hand over one scripted chunk each, then end-of-file."""
+
+    def __init__(self, chunks: list[bytes], run: Scripted) -> None:
+        super().__init__(b"", run.events, [], run._stuck)
+        self._chunks = list(chunks)
+
+    def recv_into(self, view: memoryview) -> int:
+        if not self._chunks:
+            return 0
+        chunk = self._chunks.pop(0)
+        view[: len(chunk)] = chunk
+        return len(chunk)
+
+
+async def test_a_later_real_wake_goes_before_the_shadows_of_batches_still_arriving() -> None:
+    """Shadow fires wait while more frames are ready: a real wake read next is fired first."""
+    run = Scripted([], [])
+    first = b"".join(encode_frame(make_wake(f"s{i}", dry_run=True)) for i in (0, 1))
+    second = encode_frame(make_wake("r2")) + encode_frame(make_wake("s3", dry_run=True))
+    run.sock = _ChunkedSocket([first, second], run)
+    await _serve_logging_fires(run)
+    fired = [label for kind, label in run.events if kind == "fire"]
+    assert fired == ["r2", "s0", "s1", "s3"]
+    assert ack_ids(b"".join(run.sock.sent)) == ["s0", "s1", "r2", "s3"]
+
+
+async def test_shadows_are_fired_at_once_when_nothing_more_is_ready() -> None:
+    """The twin: when the next read finds nothing, a batch's shadows fire before it is read."""
+    run = Scripted([], [])
+    first = encode_frame(make_wake("s0", dry_run=True))
+    run.sock = _ChunkedSocket([first, b"", encode_frame(make_wake("r1"))], run)
+    await _serve_logging_fires(run)
+    assert run.events == [
+        ("send", "s0"),
+        ("row", "s0"),
+        ("fire", "s0"),
+        ("send", "r1"),
+        ("fire", "r1"),
+        ("row", "r1"),
+    ]
+
+
+def _acked(wake: WakeMessage) -> Acked:
+    return (decode_wake(encode_frame(wake)[4:]), 1, 0, 2)
+
+
+def test_held_shadows_are_bounded() -> None:
+    """Past MAX_DEFERRED_SHADOWS held, they are started even while frames keep coming."""
+    fired: list[str] = []
+    handoff = FireHandoff(lambda message, *stamps: fired.append(message.correlation_id))
+    shadows = [_acked(make_wake(f"s{i}", dry_run=True)) for i in range(MAX_DEFERRED_SHADOWS - 1)]
+    handoff.hold_shadows(shadows)
+    handoff.start_shadows(more_frames_waiting=lambda: True)
+    assert fired == [] and handoff.deferred == MAX_DEFERRED_SHADOWS - 1  # room left: held
+    handoff.hold_shadows([_acked(make_wake("last", dry_run=True))])
+    handoff.start_shadows(more_frames_waiting=lambda: True)
+    assert len(fired) == MAX_DEFERRED_SHADOWS and fired[-1] == "last"
+    assert handoff.deferred == 0
