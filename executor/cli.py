@@ -359,7 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``executor`` and ``python -m executor``."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["killswitch"]:
-        return killswitch_main(argv[1:])
+        from executor.fire.kill_command import ExchangeKillCommand
+
+        return killswitch_main(argv[1:], ExchangeKillCommand())
     if argv[:1] == ["stats"]:
         from executor.stats.command import stats_main  # only the stats command pays for its imports
 

@@ -16,6 +16,7 @@ record, fire) is ``executor.wire.connection``; the signals task is ``executor.si
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 from contextlib import AbstractAsyncContextManager
@@ -130,34 +131,20 @@ class ExecutorServer:
             frames=frames.frames,
             accepted=frames.accepted,
             rejected=frames.rejected,
-            fired=fires.fired,
-            refused_price=fires.refused_price,
-            refused_kill_switch=fires.refused_kill_switch,
             unacked=frames.unacked,
             fires_cancelled=counters.fires_cancelled,
             fire_errors=counters.fire_errors,
-            refused_volume=fires.refused_volume,
-            refused_risk=fires.refused_risk,
-            refused_permission=fires.refused_permission,
-            dispatch_errors=fires.dispatch_errors,
-            shadow_skipped=fires.shadow_skipped,
-            refused_audit=fires.refused_audit,
             oversized_frames=frames.oversized_frames,
             connections_opened=counters.connections_opened,
             connections_open=counters.connections_open,
-            reconciled=fires.reconciled,
-            reconcile_failed=fires.reconcile_failed,
-            presigned=fires.presigned,
-            signed_inline=fires.signed_inline,
-            stream_connected=fires.stream_connected,
-            stream_reconnects=fires.stream_reconnects,
-            stream_fill_messages=fires.stream_fill_messages,
-            stream_order_messages=fires.stream_order_messages,
-            stream_fills_applied=fires.stream_fills_applied,
-            stream_orders_applied=fires.stream_orders_applied,
-            adopted=fires.adopted,
-            foreign_orders=fires.foreign_orders,
+            # Every fire-path counter is a server counter of the same name.
+            **dataclasses.asdict(fires),
         )
+
+    @property
+    def fire_path(self) -> FirePath:
+        """The fire path in use (the order path's once it is open)."""
+        return self._fire_path
 
     @property
     def telemetry(self) -> Telemetry:

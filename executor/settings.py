@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal, cast
 
+from executor.book_settings import BookSettings, add_book_arguments, book_settings
 from executor.config import (
     ConfigError,
     UnknownVariable,
@@ -85,6 +86,7 @@ class ExchangeSettings:
     """``--stream``: keep the exchange's WebSocket stream of fills and order updates."""
     stream_url: str | None = None
     """The stream's ``wss://`` URL; None: on the base URL's host (the fake serves both)."""
+    book: BookSettings = dataclasses.field(default_factory=BookSettings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +152,7 @@ def add_exchange_arguments(parser: argparse.ArgumentParser) -> None:
         "(KALSHI_DEMO_WS_URL / KALSHI_PROD_WS_URL), the account poll covering it while it is "
         "down; off: the account poll alone follows resting orders",
     )
+    add_book_arguments(group)
     group.add_argument(
         "--environment",
         choices=("demo", "prod"),
@@ -191,6 +194,10 @@ def load_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> Setti
         getattr(args, "exchange_ca_file", None),
         cast(ShadowSigning, getattr(args, "shadow_signing", "process")),
         int(getattr(args, "presign_max_age_ms", DEFAULT_PRESIGN_MAX_AGE_MS)),
+        (
+            getattr(args, "cancel_resting_on_engage", None),
+            bool(getattr(args, "cancel_resting_on_exit", False)),
+        ),
     )
     fixed_count = values.number("KALSHI_FIXED_ORDER_CONTRACT_COUNT", int, 1, minimum=1)
     contract_count = getattr(args, "contract_count", None)
@@ -256,11 +263,13 @@ def _exchange_settings(
     ca_flag: Path | None,
     shadow_signing: ShadowSigning = "process",
     presign_max_age_ms: int = DEFAULT_PRESIGN_MAX_AGE_MS,
+    book_flags: tuple[bool | None, bool] = (None, False),
 ) -> ExchangeSettings:
     allow_production = values.flag("KALSHI_ALLOW_PRODUCTION_ORDERS", default=False)
     time_in_force = values.choice(
         "KALSHI_ORDER_TIME_IN_FORCE", TIME_IN_FORCE_CHOICES, "fill_or_kill"
     )
+    book = book_settings(values, book_flags)
     self_trade = values.choice(
         "KALSHI_ORDER_SELF_TRADE_PREVENTION_TYPE", SELF_TRADE_PREVENTION_CHOICES, "taker_at_cross"
     )
@@ -277,6 +286,7 @@ def _exchange_settings(
             self_trade_prevention_type=self_trade,
             shadow_signing=shadow_signing,
             presign_max_age_ms=presign_max_age_ms,
+            book=book,
         )
     if environment == "prod" and not allow_production:
         raise ConfigError(
@@ -303,6 +313,7 @@ def _exchange_settings(
         self_trade_prevention_type=self_trade,
         shadow_signing=shadow_signing,
         presign_max_age_ms=presign_max_age_ms,
+        book=book,
     )
 
 

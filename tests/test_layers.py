@@ -45,7 +45,7 @@ LAYERS: Final[Layers] = (
     ("executor.telemetry",),
     ("executor.wire",),
     ("executor.decide",),
-    ("executor.config", "executor.settings"),
+    ("executor.config", "executor.settings", "executor.book_settings"),
     ("executor.fake",),
     ("executor.exchange",),
     ("executor.fire",),

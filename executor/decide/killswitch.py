@@ -28,7 +28,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import Final, NoReturn, Protocol
 
 DEFAULT_TTL_S: Final = 1.0
 """How long (seconds) a reading of the switch is trusted: an operator's halt lands within a second,
@@ -182,6 +182,32 @@ class _UsageError(Exception):
     """Bad command-line usage; the message is the one line printed."""
 
 
+class KillUsageError(Exception):
+    """The exchange half of ``engage`` is misconfigured; the message is the one line printed."""
+
+
+class ExchangeKill(Protocol):
+    """The exchange half of ``engage`` (``executor.fire.kill_command``), plugged in by the CLI so
+    this layer stays below the exchange."""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add the flags the exchange half reads."""
+        ...
+
+    def asked(self, args: argparse.Namespace) -> bool:
+        """Whether the flags ask for the exchange half."""
+        ...
+
+    def prepare(self, args: argparse.Namespace) -> Callable[[str], int] | None:
+        """What to run once the switch file is engaged (called with the reason, returning the exit
+        status), or None when the flags do not ask for it.
+
+        Raises:
+            KillUsageError: the flags or variables cannot work (nothing has been changed yet).
+        """
+        ...
+
+
 class _Parser(argparse.ArgumentParser):
     # argparse exits 2 on bad usage, which would read as "engaged" to a script checking status.
     def error(self, message: str) -> NoReturn:
@@ -215,18 +241,22 @@ def _parser() -> _Parser:
     return parser
 
 
-def killswitch_main(argv: list[str]) -> int:
+def killswitch_main(argv: list[str], exchange: ExchangeKill | None = None) -> int:
     """``executor killswitch [--kill-switch PATH] {engage [REASON...] | release | status}``.
 
     ``--kill-switch`` is required: the server has no default switch path either, and a default here
-    could engage a file no executor watches.
+    could engage a file no executor watches. With ``exchange`` (the command line's), ``engage``
+    can also cancel through the exchange (``executor.fire.kill_command``).
 
     Returns:
         The exit status: 0 done (or released, for ``status``), 2 engaged (``status`` only), 1 for
         bad usage, an unknown command or a file-system error, in which case nothing was changed
-        and one line went to stderr.
+        and one line went to stderr; 1 too when the switch was engaged but the exchange half failed
+        (its lines say so).
     """
     parser = _parser()
+    if exchange is not None:
+        exchange.add_arguments(parser)
     try:
         args = parser.parse_intermixed_args(argv)
     except _UsageError as error:
@@ -248,6 +278,16 @@ def killswitch_main(argv: list[str]) -> int:
     if words and command != "engage":
         print(f"{parser.prog}: {command} takes no arguments, got {words!r}", file=sys.stderr)
         return EXIT_FAILURE
+    after_engage = None
+    if exchange is not None and exchange.asked(args):
+        if command != "engage":
+            print(f"{parser.prog}: only engage acts on the exchange", file=sys.stderr)
+            return EXIT_FAILURE
+        try:
+            after_engage = exchange.prepare(args)
+        except KillUsageError as error:
+            print(f"{parser.prog}: {error}", file=sys.stderr)
+            return EXIT_FAILURE
     switch = KillSwitch(args.kill_switch, ttl_s=0)
     try:
         if command == "engage":
@@ -266,7 +306,9 @@ def killswitch_main(argv: list[str]) -> int:
     if reason is None:
         print("released")
         return EXIT_OK
-    print(f"engaged: {reason}")
+    print(f"engaged: {reason}", flush=True)
+    if after_engage is not None:
+        return after_engage(reason)
     return EXIT_ENGAGED if command == "status" else EXIT_OK
 
 

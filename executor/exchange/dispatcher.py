@@ -362,6 +362,8 @@ class OrderDispatcher:
             time_in_force=self.policy.time_in_force,
             self_trade_prevention_type=self.policy.self_trade_prevention_type,
             exchange_index=request.exchange_index,
+            cancel_order_on_pause=self.policy.cancel_order_on_pause,
+            order_group_id=self.policy.order_group_id,
         )
 
     def rejected_row(self, request: FireRequest, reason: str) -> OrderRow:

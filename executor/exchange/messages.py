@@ -18,11 +18,23 @@ from executor.recording.rows import OrderStatus
 if TYPE_CHECKING:
     import httpx
 
+API_PREFIX: Final = "/trade-api/v2"
+"""The REST API's base path: every signed path starts with it."""
 ORDER_PATH: Final = "/trade-api/v2/portfolio/events/orders"
 BALANCE_PATH: Final = "/trade-api/v2/portfolio/balance"
 POSITIONS_PATH: Final = "/trade-api/v2/portfolio/positions"
 ORDERS_PATH: Final = "/trade-api/v2/portfolio/orders"
 """``GET``: the account's orders, filtered and paged (reconciliation asks it about one order)."""
+BATCH_CANCEL_PATH: Final = "/trade-api/v2/portfolio/events/orders/batched"
+"""``DELETE``: cancel a batch of orders, V2 response shape (``batch-cancel-orders-v2.yaml``)."""
+ORDER_GROUP_CREATE_PATH: Final = "/trade-api/v2/portfolio/order_groups/create"
+"""``POST``: a new order group with a contracts limit (``create-order-group.yaml``)."""
+ORDER_GROUPS_PATH: Final = "/trade-api/v2/portfolio/order_groups"
+"""One group is ``{ORDER_GROUPS_PATH}/{id}`` (``GET``), ``/trigger`` and ``/reset`` (``PUT``)."""
+LIMITS_PATH: Final = "/trade-api/v2/account/limits"
+"""``GET``: the account's read and write token buckets (``get-account-api-limits.yaml``)."""
+ENDPOINT_COSTS_PATH: Final = "/trade-api/v2/account/endpoint_costs"
+"""``GET``: endpoints whose token cost is not the default (``list-non-default-endpoint-costs``)."""
 
 MAX_ERROR_TEXT_CHARS: Final = 1000
 """An error body is quoted up to this many characters: a proxy's HTML page is not an audit row."""
@@ -33,7 +45,8 @@ class OrderSpec:
     """One order's fields, already in wire form; ``order_body`` turns it into the exact bytes.
 
     ``post_only`` is not a field: it is true exactly when ``time_in_force`` is
-    ``good_till_canceled`` (DISPATCH.md §4 step 3).
+    ``good_till_canceled`` (DISPATCH.md §4 step 3). ``cancel_order_on_pause`` and
+    ``order_group_id`` (issue 22, [ours]) are sent only when set: None leaves the §5 body as it was.
     """
 
     ticker: str
@@ -44,32 +57,38 @@ class OrderSpec:
     time_in_force: str
     self_trade_prevention_type: str
     exchange_index: int
+    cancel_order_on_pause: bool | None = None
+    order_group_id: str | None = None
 
 
 def order_body(spec: OrderSpec) -> bytes:
     """The compact JSON body of DISPATCH.md §5, keys in the order the exchange documents.
 
-    orjson keeps a dict literal's insertion order, which is the §5 order written out below; a
-    golden test holds the bytes.
+    orjson keeps a dict literal's insertion order, which is the §5 order written out below; the
+    two keys issue 22 added follow ``exchange_index`` when set, so a body without them is §5's
+    byte for byte. Golden tests hold both.
 
     Raises:
         ValueError: ``count`` is below 1 (the exchange and the audit CHECK both refuse it).
     """
     if spec.count < 1:
         raise ValueError(f"order count must be >= 1, got {spec.count}")
-    return orjson.dumps(
-        {
-            "ticker": spec.ticker,
-            "client_order_id": spec.client_order_id,
-            "side": spec.side,
-            "count": f"{spec.count}.00",
-            "price": spec.price,
-            "time_in_force": spec.time_in_force,
-            "self_trade_prevention_type": spec.self_trade_prevention_type,
-            "post_only": spec.time_in_force == "good_till_canceled",
-            "exchange_index": spec.exchange_index,
-        }
-    )
+    fields: dict[str, object] = {
+        "ticker": spec.ticker,
+        "client_order_id": spec.client_order_id,
+        "side": spec.side,
+        "count": f"{spec.count}.00",
+        "price": spec.price,
+        "time_in_force": spec.time_in_force,
+        "self_trade_prevention_type": spec.self_trade_prevention_type,
+        "post_only": spec.time_in_force == "good_till_canceled",
+        "exchange_index": spec.exchange_index,
+    }
+    if spec.cancel_order_on_pause is not None:
+        fields["cancel_order_on_pause"] = spec.cancel_order_on_pause
+    if spec.order_group_id is not None:
+        fields["order_group_id"] = spec.order_group_id
+    return orjson.dumps(fields)
 
 
 @dataclass(slots=True)

@@ -29,12 +29,17 @@ class OrderPolicy:
         self_trade_prevention_type: ``taker_at_cross`` or ``maker``.
         environment: ``demo`` or ``prod``.
         allow_production: ``KALSHI_ALLOW_PRODUCTION_ORDERS``.
+        cancel_order_on_pause: sent with every order (``KALSHI_ORDER_CANCEL_ON_PAUSE``); None
+            sends nothing (the §5 body).
+        order_group_id: the order group every order goes into; None: none.
     """
 
     time_in_force: str = "fill_or_kill"
     self_trade_prevention_type: str = "taker_at_cross"
     environment: str = "demo"
     allow_production: bool = False
+    cancel_order_on_pause: bool | None = None
+    order_group_id: str | None = None
 
     @property
     def permission(self) -> Permission:

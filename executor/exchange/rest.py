@@ -1,10 +1,14 @@
-"""The exchange's other requests, over httpx: the account poll and the start-up check.
+"""The exchange's other requests, over httpx: the account poll, lookups, cancels, order groups.
 
 Balance and positions (DISPATCH.md §7) are signed ``GET`` requests on a 30 s poll, where httpx's
 request and response models (hundreds of µs a request) cost nothing that matters; orders do not
 come here (``executor.exchange.order_pool``). One long-lived HTTP/1.1 keep-alive
 ``httpx.AsyncClient``, TLS verified against the same context as the order connections. httpx runs
 on Trio natively: httpcore picks its Trio backend when sniffio reports Trio.
+
+Every request first takes its tokens (``executor.exchange.rate_limits``): a ``GET`` from the read
+bucket, anything else (``send_json``: cancels, order groups) from the write bucket behind every
+waiting order; both before signing, so the signed timestamp is fresh.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import trio
 
 from executor.clock import wall_ms
 from executor.exchange.messages import (
+    API_PREFIX,
     BALANCE_PATH,
     POSITIONS_PATH,
     ExchangeError,
@@ -28,6 +33,7 @@ from executor.exchange.messages import (
     parse_position,
     parse_response,
 )
+from executor.exchange.rate_limits import RateLimits
 from executor.signer import HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP, KalshiSigner
 
 READ_TIMEOUT_S: Final = 10.0
@@ -39,7 +45,8 @@ KEEPALIVE_EXPIRY_S: Final = 45.0
 in use; past 45 s idle a fresh handshake beats writing into a connection that a load balancer may
 have dropped silently (a guess: common idle timeouts are 60 s)."""
 MAX_CONNECTIONS: Final = 2
-"""httpx pool ceiling: the account poll's two requests (orders have their own connections)."""
+"""httpx pool ceiling: the account poll's two requests, or a lookup beside a cancel (orders have
+their own connections)."""
 MAX_POSITION_PAGES: Final = 1000
 """Positions pages followed before giving up: a cursor that never ends is an exchange bug."""
 JSON_CONTENT_TYPE: Final = "application/json"
@@ -99,12 +106,20 @@ class RestClient:
         http: the shared ``httpx.AsyncClient`` (its ``base_url`` is the exchange).
         key_id: the API key id.
         signer: signs every request.
+        limits: the account's token buckets (the published Basic tier when None).
     """
 
-    def __init__(self, http: httpx.AsyncClient, key_id: str, signer: KalshiSigner) -> None:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        key_id: str,
+        signer: KalshiSigner,
+        limits: RateLimits | None = None,
+    ) -> None:
         self._http = http
         self._key_id = key_id
         self._signer = signer
+        self.limits = limits if limits is not None else RateLimits()
         self._read_timeout = httpx.Timeout(READ_TIMEOUT_S, connect=READ_CONNECT_TIMEOUT_S)
 
     async def get_balance_cents(self) -> int:
@@ -145,12 +160,15 @@ class RestClient:
     async def get_json(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]:
         """One signed ``GET path?params``, not retried; the JSON object it answered.
 
-        Off the order path (account poll, reconciliation): signed on the loop, with the 10 s
-        read budget.
+        Off the order path (account poll, reconciliation): its read tokens taken first, then
+        signed on the loop, with the 10 s read budget.
 
         Raises:
             ExchangeError: the request failed, or the answer is not a JSON object.
+
+        Cancellation: a cancelled wait for tokens sends nothing.
         """
+        await self.limits.take("GET", path)
         timestamp = str(wall_ms())
         signature = self._signer.sign(timestamp, "GET", path)
         request = self._http.build_request(
@@ -158,6 +176,41 @@ class RestClient:
             path,
             params=params,
             headers=self._headers(timestamp, signature, with_body=False),
+            timeout=self._read_timeout,
+        )
+        return parse_response(await self._send(request, READ_TIMEOUT_S))
+
+    async def send_json(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        items: int = 1,
+        params: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """One signed write (``DELETE``, ``PUT``, ``POST``) with a JSON body, not retried.
+
+        Its write tokens (``items`` of them for a batch) are taken first, behind every waiting
+        order; the signature covers the path without the query, as the exchange checks it.
+
+        Raises:
+            ExchangeError: the request failed, or the answer is not a JSON object.
+
+        Cancellation: a cancelled wait for tokens sends nothing; a request cut mid-flight may
+        have reached the exchange.
+        """
+        if not path.startswith(API_PREFIX):
+            raise ValueError(f"{path!r}: a signed path starts with {API_PREFIX}")
+        await self.limits.take(method, path, items)
+        timestamp = str(wall_ms())
+        signature = self._signer.sign(timestamp, method, path)
+        request = self._http.build_request(
+            method,
+            path,
+            params=params,
+            content=body,
+            headers=self._headers(timestamp, signature, with_body=body is not None),
             timeout=self._read_timeout,
         )
         return parse_response(await self._send(request, READ_TIMEOUT_S))

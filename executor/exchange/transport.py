@@ -60,6 +60,7 @@ from executor.exchange.order_pool import (
 )
 from executor.exchange.order_template import OrderTemplate
 from executor.exchange.presign import AsyncSign, SignaturePool
+from executor.exchange.rate_limits import ApiLimits, RateLimits
 from executor.exchange.rest import (
     ExchangeEndpoint,
     RestClient,
@@ -101,7 +102,7 @@ CLOSE_TIMEOUT_S: Final = 2.0
 """How long closing the pool may take at shutdown, shielded from the cancellation that ends it."""
 
 TOKENS_PER_ORDER: Final = 10.0
-"""Tokens one order attempt takes (DISPATCH.md §5)."""
+"""Tokens one order attempt takes by default (DISPATCH.md §5; ``RateLimits.order_tokens``)."""
 
 log = structlog.get_logger()
 
@@ -115,7 +116,7 @@ class ExchangeClient:
         orders: the order connections.
         template: the order request template for this exchange.
         retry: the order retry policy.
-        limiter: the order rate limiter (a fresh §5 bucket when None).
+        limiter: the write bucket orders draw on (None: the Basic tier's, DISPATCH.md §5's).
         jitter: uniform [0, 1) source for retry delays (tests pin it).
     """
 
@@ -130,12 +131,12 @@ class ExchangeClient:
         limiter: TokenBucket | None = None,
         jitter: Callable[[], float] = random.random,
     ) -> None:
-        self.rest = RestClient(http, endpoint.key_id, endpoint.signer)
+        self.rest = RestClient(http, endpoint.key_id, endpoint.signer, RateLimits(write=limiter))
         self._signer = endpoint.signer
         self.orders = orders
         self.template = template
         self.retry = retry
-        self.limiter = limiter if limiter is not None else TokenBucket()
+        self.limiter = self.rest.limits.write  # the bucket real orders draw on
         self._jitter = jitter
         self.shadow_signer: AsyncSign | None = None
         """Signs shadow orders instead of the endpoint's signer when set (another process's)."""
@@ -145,6 +146,11 @@ class ExchangeClient:
         """Real order attempts that used a signature made ahead."""
         self.signed_inline = 0
         """Real order attempts that signed inline (no pool, or none fresh enough)."""
+
+    def use_limits(self, limits: ApiLimits) -> None:
+        """Trade with these budgets from now on (fresh buckets: call it before any order)."""
+        self.rest.limits = RateLimits(limits)
+        self.limiter = self.rest.limits.write
 
     async def place_order(
         self,
@@ -199,7 +205,7 @@ class ExchangeClient:
         connection = self.orders.checkout_now()
         if connection is None:
             return None
-        if not self.limiter.try_acquire(TOKENS_PER_ORDER):
+        if not self.limiter.try_acquire(self.rest.limits.order_tokens):
             self.orders.checkin(connection)  # unused: back to the idle ones
             return None
         stamps.reset()
@@ -218,7 +224,7 @@ class ExchangeClient:
             return {}
         # The token, then a live connection, then the timestamp: a wait in line or a connect
         # never signs a stale time.
-        await self.limiter.acquire(TOKENS_PER_ORDER)
+        await self.limiter.acquire(self.rest.limits.order_tokens)
         connection = await self.orders.checkout()
         attempt = self._begin_attempt(connection, body, stamps)
         return await self._finish_attempt(attempt, body, stamps)
@@ -337,6 +343,7 @@ class ExchangeClient:
     async def get_json(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]:
         """One signed ``GET path?params``, not retried; see :meth:`RestClient.get_json`."""
         return await self.rest.get_json(path, params)
+
 
 
 @asynccontextmanager

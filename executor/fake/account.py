@@ -2,15 +2,20 @@
 
 What the exchange decides for a request once it is authenticated: place an order (fill, kill or
 rest, idempotent on ``client_order_id``; ``executor.fake.placing``), read the balance and page
-through positions (``executor.fake.portfolio``) and orders (``executor.fake.orders``), and fill or
-cancel a resting order later. The HTTPS server in ``executor.fake.exchange`` inherits this and
+through positions (``executor.fake.portfolio``) and orders (``executor.fake.orders``), fill or
+cancel a resting order later, cancel a batch of orders (V2), keep order groups
+(``executor.fake.groups``: create, get, trigger, reset; a triggered group's resting orders
+cancelled and its new orders refused) and say what the account's rate limits are
+(``executor.fake.limits``). The HTTPS server in ``executor.fake.exchange`` inherits this and
 adds TLS, HTTP and signature checks.
 
 Requests are routed by :data:`ROUTES` (``executor.fake.routes``): one line per endpoint, naming
 the account method that answers it. Every change to the book is announced to the callables in
 :attr:`FakeAccount.watchers` as a :class:`BookEvent` (an order placed, a fill, a cancel), so
 anything that must see the book move (a stream of order updates, a test) hooks in there instead
-of into each endpoint.
+of into each endpoint. Order-group changes go to :attr:`FakeAccount.group_watchers` (the groups'
+own list, ``executor.fake.groups.GroupEvent``): a second list, since a group event is about no
+one order.
 
 Every body it answers has the shape of Kalshi's published OpenAPI (vendored in
 ``tests/published/kalshi-openapi/``; a test validates each against it): the order response
@@ -33,6 +38,9 @@ from typing import Any, Final, Literal
 import orjson
 
 from executor.clock import wall_ms
+from executor.fake.book_control import BookControl
+from executor.fake.groups import FakeOrderGroup, GroupEvent, OrderGroups
+from executor.fake.limits import FakeApiLimits
 from executor.fake.orders import BadOrdersQuery, BookOrder, orders_page, parse_orders_query
 from executor.fake.placing import book_entry, fee_per_contract, parse_order
 from executor.fake.portfolio import DEFAULT_BALANCE_CENTS, Portfolio
@@ -42,6 +50,10 @@ ORDER_PATH: Final = "/trade-api/v2/portfolio/events/orders"
 BALANCE_PATH: Final = "/trade-api/v2/portfolio/balance"
 POSITIONS_PATH: Final = "/trade-api/v2/portfolio/positions"
 ORDERS_PATH: Final = "/trade-api/v2/portfolio/orders"
+BATCH_CANCEL_PATH: Final = "/trade-api/v2/portfolio/events/orders/batched"
+ORDER_GROUPS_PATH: Final = "/trade-api/v2/portfolio/order_groups"
+LIMITS_PATH: Final = "/trade-api/v2/account/limits"
+ENDPOINT_COSTS_PATH: Final = "/trade-api/v2/account/endpoint_costs"
 # Written out rather than imported from executor.exchange.transport: the fake checks the transport,
 # so it must not share its constants (a test asserts the two agree).
 ROUTES: Final = RouteTable(
@@ -50,6 +62,13 @@ ROUTES: Final = RouteTable(
         Route("GET", BALANCE_PATH, "get_balance"),
         Route("GET", POSITIONS_PATH, "get_positions"),
         Route("GET", ORDERS_PATH, "get_orders"),
+        Route("DELETE", BATCH_CANCEL_PATH, "delete_orders_batched"),
+        Route("POST", f"{ORDER_GROUPS_PATH}/create", "post_order_group", status=201),
+        Route("GET", f"{ORDER_GROUPS_PATH}/{{order_group_id}}", "get_order_group"),
+        Route("PUT", f"{ORDER_GROUPS_PATH}/{{order_group_id}}/trigger", "put_group_trigger"),
+        Route("PUT", f"{ORDER_GROUPS_PATH}/{{order_group_id}}/reset", "put_group_reset"),
+        Route("GET", LIMITS_PATH, "get_account_limits"),
+        Route("GET", ENDPOINT_COSTS_PATH, "get_endpoint_costs"),
     ]
 )
 """Every endpoint the fake serves and the account method that answers it."""
@@ -92,7 +111,7 @@ def never_fill(order: dict[str, Any]) -> bool:
     return False
 
 
-class FakeAccount(Portfolio):
+class FakeAccount(Portfolio, BookControl):
     """One account: a balance, positions and orders, answering the endpoints of :data:`ROUTES`.
 
     Attributes (besides the portfolio's ``balance_cents``, ``positions`` and ``markets``):
@@ -101,6 +120,8 @@ class FakeAccount(Portfolio):
         book: every placed order as ``GET /portfolio/orders`` shows it, keyed as ``orders``.
         fill_rule: order JSON -> fill (True) or kill (False) for fill_or_kill / IOC orders.
         watchers: called with every :class:`BookEvent`, in order (a watcher must not raise).
+        order_groups: the account's order groups.
+        api_limits: the rate limits the account advertises (settable).
     """
 
     def __init__(
@@ -114,6 +135,13 @@ class FakeAccount(Portfolio):
         self.book: dict[str, BookOrder] = {}
         self.fill_rule = fill_rule
         self.watchers: list[Callable[[BookEvent], None]] = []
+        self.order_groups = OrderGroups()
+        self.api_limits = FakeApiLimits()
+
+    @property
+    def group_watchers(self) -> list[Callable[[GroupEvent], None]]:
+        """Called with every order-group change (``executor.fake.groups.GroupEvent``)."""
+        return self.order_groups.watchers
 
     def answer(self, method: str, path: str, query: str, body: bytes) -> tuple[int, bytes]:
         """(status, JSON body) for one authenticated request."""
@@ -149,6 +177,7 @@ class FakeAccount(Portfolio):
         client_order_id = order.get("client_order_id")
         if client_order_id is not None and client_order_id in self.orders:
             return self.orders[client_order_id]  # idempotent: the same order again
+        group = self.order_groups.admit(order)
         count, price = Decimal(order["count"]), Decimal(order["price"])
         count_text = f"{count:.2f}"
         response: dict[str, Any] = {"order_id": str(uuid.uuid4())}  # Kalshi's ids are UUIDs
@@ -181,6 +210,9 @@ class FakeAccount(Portfolio):
         self.orders[key] = response
         entry = self.book[key] = book_entry(order, response)
         self._announce("placed", entry, entry.filled)
+        if group is not None:
+            group.order_ids.append(entry.order_id)
+            self._group_matched(group, entry.filled)
         return response
 
     def orders_list_page(self, query: str) -> dict[str, Any]:
@@ -215,6 +247,8 @@ class FakeAccount(Portfolio):
             entry.status = "executed"
         entry.updated_ms = wall_ms()
         self._announce("fill", entry, amount)
+        if entry.order_group_id is not None:
+            self._group_matched(self.order_groups.find(entry.order_group_id), amount)
         return entry
 
     def cancel_resting(self, client_order_id: str) -> BookOrder:
@@ -232,6 +266,10 @@ class FakeAccount(Portfolio):
         self._announce("canceled", entry, left)
         return entry
 
+    def _group_matched(self, group: FakeOrderGroup, contracts: Decimal) -> None:
+        if self.order_groups.matched(group, contracts, wall_ms()):
+            self.trigger_group(group)
+
     def _announce(self, kind: BookEventKind, entry: BookOrder, contracts: Decimal) -> None:
         event = BookEvent(kind, entry, contracts, entry.updated_ms)
         for watcher in self.watchers:
@@ -245,9 +283,13 @@ def error_body(code: str, message: str) -> bytes:
 
 __all__ = [
     "BALANCE_PATH",
+    "BATCH_CANCEL_PATH",
     "DEFAULT_BALANCE_CENTS",
     "ENDPOINTS",
+    "ENDPOINT_COSTS_PATH",
+    "LIMITS_PATH",
     "ORDERS_PATH",
+    "ORDER_GROUPS_PATH",
     "ORDER_PATH",
     "POSITIONS_PATH",
     "ROUTES",
@@ -255,6 +297,7 @@ __all__ = [
     "BookEvent",
     "ErrorReply",
     "FakeAccount",
+    "GroupEvent",
     "always_fill",
     "error_body",
     "never_fill",

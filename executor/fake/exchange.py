@@ -46,6 +46,7 @@ from executor.fake.account import (
     TOO_MANY_REQUESTS_BODY,
     BookEvent,
     FakeAccount,
+    GroupEvent,
     always_fill,
     error_body,
     never_fill,
@@ -156,9 +157,13 @@ class FakeExchange(FakeAccount):
         self._connection_ids = itertools.count(1)
         self.stream = StreamHub()
         self.watchers.append(self._to_stream)
+        self.group_watchers.append(self._group_to_stream)
 
     def _to_stream(self, event: BookEvent) -> None:
         self.stream.announce(event, self.positions.get(event.order.ticker, 0.0))
+
+    def _group_to_stream(self, event: GroupEvent) -> None:
+        self.stream.publish_order_group(event.kind, event.order_group_id, event.contracts_limit_fp)
 
     def inject(self, *faults: Fault) -> None:
         """Queue ``faults``; each incoming order request consumes the next one, in order."""

@@ -69,6 +69,8 @@ class BookOrder:
         created_ms / updated_ms: when it was placed / last changed (epoch ms).
         self_trade_prevention_type: as asked.
         exchange_index: the shard it was routed to.
+        order_group_id: the order group it was placed in, or None.
+        cancel_order_on_pause: whether a trading pause cancels it while it rests.
     """
 
     order_id: str
@@ -87,6 +89,8 @@ class BookOrder:
     updated_ms: int
     self_trade_prevention_type: str
     exchange_index: int
+    order_group_id: str | None = None
+    cancel_order_on_pause: bool = False
 
     @property
     def remaining(self) -> Decimal:
@@ -120,6 +124,8 @@ class BookOrder:
             "created_time": iso_time(self.created_ms),
             "last_update_time": iso_time(self.updated_ms),
             "self_trade_prevention_type": self.self_trade_prevention_type,
+            "order_group_id": self.order_group_id,
+            "cancel_order_on_pause": self.cancel_order_on_pause,
             "exchange_index": self.exchange_index,
         }
 

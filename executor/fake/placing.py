@@ -82,6 +82,10 @@ def parse_order(body: bytes) -> dict[str, Any]:
     index = order.get("exchange_index", 0)
     if not isinstance(index, int) or isinstance(index, bool):
         raise ErrorReply(400, "invalid_parameters", f"exchange_index {index!r} is not an integer")
+    if not isinstance(order.get("order_group_id", ""), str):
+        raise ErrorReply(400, "invalid_parameters", "order_group_id must be a string")
+    if not isinstance(order.get("cancel_order_on_pause", False), bool):
+        raise ErrorReply(400, "invalid_parameters", "cancel_order_on_pause must be a boolean")
     return dict(order)
 
 
@@ -116,6 +120,8 @@ def book_entry(order: dict[str, Any], response: dict[str, Any]) -> BookOrder:
         updated_ms=now_ms,
         self_trade_prevention_type=str(order.get("self_trade_prevention_type", "")),
         exchange_index=index if isinstance(index, int) and index >= 0 else 0,
+        order_group_id=order.get("order_group_id"),
+        cancel_order_on_pause=bool(order.get("cancel_order_on_pause", False)),
     )
 
 

@@ -17,8 +17,10 @@ exists (a refused start leaves no file behind):
   from the corrected ``orders_fired`` (a worker thread), the shadow lane (closed and drained at
   exit) and the pollers (the account poll, first poll before serving, later polls also following
   resting orders while the exchange's stream is not trusted; the heartbeat; the stream,
-  ``executor.exchange.stream``, unless ``--stream off``; later adoption passes, also after every
-  audit outage).
+  ``executor.exchange.stream``, unless ``--stream off``; the book guard,
+  ``executor.fire.book_guard``, which carries a kill-switch engage or an audit outage to the
+  exchange's book, after this run's order group is recorded in the database; later adoption
+  passes, also after every audit outage).
 
 :class:`OrderPathFactory` is what the server is given: the two stages, in the order it enters them.
 Every start-up failure is one :class:`~executor.config.StartupError` line. Exit order: pollers
@@ -65,6 +67,7 @@ from executor.exchange.stream import (
 )
 from executor.exchange.stream_orders import StreamedOrders
 from executor.exchange.transport import ExchangeClient
+from executor.fire.book_guard import BookGuard, book_guard, record_run_group
 from executor.fire.exchange_side import ExchangeSide, open_exchange_side, silent
 from executor.fire.path import FirePath, OrderPath
 from executor.recording.audit_trail import AuditTransition
@@ -215,6 +218,11 @@ async def open_order_path(
         reconciler.fills = risk
         stream = StreamedOrders(reconciler, telemetry) if settings.exchange.stream else None
         reconciler.feed = stream
+        await record_run_group(side.group, side.endpoint.base_url, telemetry_db)
+        writer = client.rest
+        guard = book_guard(
+            settings.exchange, writer, reconciler, telemetry, side.group, kill_switch, telemetry
+        )
         fire_path = _fire_path(
             settings,
             telemetry,
@@ -222,6 +230,7 @@ async def open_order_path(
             client,
             risk,
             reconciler,
+            guard,
             stream,
             ids=installation.ids,
             adopter=adopter,
@@ -264,10 +273,13 @@ async def open_order_path(
                         step("connecting the exchange's stream (fills, order updates)")
                         endpoint = await _stream_endpoint(settings, side)
                         await pollers.start(serve_stream, endpoint, stream, orders.stream_state)
+                    await pollers.start(guard.run)
                     await pollers.start(adopter.serve, telemetry, adopted_later)
                     try:
                         yield fire_path
                     finally:
+                        if settings.exchange.book.cancel_resting_on_exit:
+                            await guard.cancel_at_exit()
                         pollers.cancel_scope.cancel()
             finally:
                 orders.lane.close()
@@ -280,6 +292,7 @@ def _fire_path(
     client: ExchangeClient,
     risk: RiskGate | None,
     reconciler: Reconciler,
+    guard: BookGuard,
     stream: StreamedOrders | None = None,
     *,
     ids: ClientOrderIds,
@@ -292,6 +305,8 @@ def _fire_path(
         # The production guard is about the real exchange; the fake is never production.
         environment=exchange.environment if exchange.mode == "real" else "demo",
         allow_production=exchange.allow_production,
+        cancel_order_on_pause=exchange.book.cancel_order_on_pause,
+        order_group_id=None if guard.group is None else guard.group.order_group_id,
     )
     orders = OrderPath(
         dispatcher=OrderDispatcher(client, telemetry, policy, reconciler, ids),
@@ -305,6 +320,7 @@ def _fire_path(
         audit=telemetry,
         stream=stream,
         stream_state=None if stream is None else StreamState(),
+        book=guard,
         adopter=adopter,
     )
     return FirePath(

@@ -7,9 +7,10 @@ endpoint and its key, the exchange client (the order connections, TLS-handshaken
 task of their own, and one keep-alive httpx client for everything else, CA file loaded, pre-warmed
 with one signed balance request: the exchange is reachable and accepts the key), the signing-ahead
 worker (``--presign-max-age-ms``; its first signature ready before the socket is bound, stopped
-before the worker) and the shadow-signing worker. Everything about the exchange that can fail is
-found here, so a refused start leaves no database behind; every failure is one
-:class:`~executor.config.StartupError` line.
+before the worker) and the shadow-signing worker; and, once the client is up, the account's rate
+limits (``GET /account/limits``, ``/account/endpoint_costs``) and this run's order group.
+Everything about the exchange that can fail is found here, so a refused start leaves no database
+behind; every failure is one :class:`~executor.config.StartupError` line.
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ import trio
 import trio_parallel  # type: ignore[import-untyped]  # ships no type information
 
 from executor.config import ConfigError, StartupError
+from executor.exchange.order_group import OrderGroup
 from executor.exchange.order_pool import MAX_ORDER_CONNECTIONS, ORDER_CONNECTIONS
 from executor.exchange.presign import SignaturePool
+from executor.exchange.rate_limits import fetch_api_limits
 from executor.exchange.sign_worker import one_line, open_process_signer
 from executor.exchange.transport import ExchangeClient, ExchangeEndpoint, open_exchange
 from executor.fake.exchange import FakeCredentials, serve_fake_exchange
 from executor.fake.scratch import IN_PROCESS_PREFIX, scratch_folder
+from executor.fire.book_guard import create_run_group
 from executor.settings import ExchangeSettings, Settings
 from executor.signer import KalshiSigner, SignerKeyError
 
@@ -60,10 +64,12 @@ def load_signer(exchange: ExchangeSettings) -> KalshiSigner:
 
 @dataclass(frozen=True, slots=True)
 class ExchangeSide:
-    """The exchange end of the order path, ready before the database exists."""
+    """The exchange end of the order path, ready before the database exists (the order group
+    created, not yet recorded: stage two records it)."""
 
     endpoint: ExchangeEndpoint
     client: ExchangeClient
+    group: OrderGroup | None = None
 
 
 @asynccontextmanager
@@ -103,6 +109,9 @@ async def open_exchange_side(
                         f"exchange {endpoint.base_url} cannot be reached: "
                         f"{str(error) or type(error).__name__}"
                     ) from None
+                step("reading the account's rate limits, creating this run's order group")
+                client.use_limits(await fetch_api_limits(client))
+                group = await create_run_group(exchange, client.rest)
                 if exchange.presign_max_age_ms > 0:
                     step("starting the signing-ahead worker process")
                     client.signatures = await _start_presigning(
@@ -120,7 +129,7 @@ async def open_exchange_side(
                     client.shadow_signer = process_signer.sign
                     if not process_signer.on_loop:  # else its warning said where they sign
                         log.info("shadow fires sign in a worker process")
-                yield ExchangeSide(endpoint, client)
+                yield ExchangeSide(endpoint, client, group)
         finally:
             # After the client has closed: the fake exchange (if any) goes last.
             services.cancel_scope.cancel()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from typing import Protocol
 
 
 class FireOutcome(enum.Enum):
@@ -49,7 +50,42 @@ class FireCounters:
     """Maker fills the stream brought to a row and the risk gate."""
     stream_orders_applied: int = 0
     """``user_order`` totals the stream brought to a row."""
+    cancels_sent: int = 0
+    """Resting orders named in batch cancels (kill switch engage, shutdown)."""
+    cancels_failed: int = 0
+    """Of those, the ones the exchange did not cancel (or a batch that failed)."""
+    order_group_triggered: int = 0
+    """1 while this executor has its order group triggered, else 0."""
+    write_token_waits: int = 0
+    """Times a write (an order, a cancel, a group call) waited for rate-limit tokens."""
+    read_token_waits: int = 0
+    """Times a read (the poll, a lookup) waited for rate-limit tokens."""
     adopted: int = 0
     """Orders of this installation the exchange had and the table lacked (rows written)."""
     foreign_orders: int = 0
     """Other clients' orders the last adoption pass listed (left alone)."""
+
+
+class BookCounters(Protocol):
+    """The book guard's counters (``executor.fire.book_guard.BookGuard``)."""
+
+    cancels_sent: int
+    cancels_failed: int
+
+    @property
+    def group_triggered(self) -> bool: ...
+
+
+def book_counts(client: object, book: BookCounters | None) -> dict[str, int]:
+    """The book's and the rate limits' counters: the book guard's, and the waits of the
+    transport's buckets (``client.rest.limits``) when there is one."""
+    counts: dict[str, int] = {}
+    limits = getattr(getattr(client, "rest", None), "limits", None)
+    if limits is not None:
+        counts["write_token_waits"] = int(limits.write.waits)
+        counts["read_token_waits"] = int(limits.read.waits)
+    if book is not None:
+        counts["cancels_sent"] = book.cancels_sent
+        counts["cancels_failed"] = book.cancels_failed
+        counts["order_group_triggered"] = int(book.group_triggered)
+    return counts

@@ -71,7 +71,7 @@ from executor.exchange.shadow_lane import ShadowJob, ShadowLane
 from executor.exchange.stages import FireStamps, PerfToWall, log_resolution, stage_rows
 from executor.exchange.stream import StreamState
 from executor.exchange.stream_orders import StreamedOrders
-from executor.fire.outcomes import FireCounters, FireOutcome
+from executor.fire.outcomes import BookCounters, FireCounters, FireOutcome, book_counts
 from executor.logs import RateLimitedWarning
 from executor.recording.rows import row_fields
 from executor.wire.protocol import WakeMessage
@@ -114,6 +114,7 @@ class OrderPath:
         audit: whether order rows can be written (telemetry); None never refuses.
         stream: what the exchange's stream changes (``--stream``), None without it.
         stream_state: the stream's connection counters, None without it.
+        book: the book guard (cancels, the order group), whose counters join the fire path's.
         adopter: the adoption passes (its counters are reported); None adopts nothing.
     """
 
@@ -128,6 +129,7 @@ class OrderPath:
     audit: AuditTrail | None = None
     stream: StreamedOrders | None = None
     stream_state: StreamState | None = None
+    book: BookCounters | None = None
     adopter: Adopter | None = None
 
     def rules(self) -> OrderRules:
@@ -202,6 +204,7 @@ class FirePath:
                 stream_fills_applied=stream.fills_applied,
                 stream_orders_applied=stream.orders_applied,
             )
+        counts.update(book_counts(client, None if self.orders is None else self.orders.book))
         adopter = None if self.orders is None else self.orders.adopter
         if adopter is not None:
             counts["adopted"] = adopter.adopted

@@ -48,6 +48,16 @@ class ServerStatistics:
     stream_order_messages: int = 0
     stream_fills_applied: int = 0
     stream_orders_applied: int = 0
+    cancels_sent: int = 0
+    """Resting orders named in batch cancels (kill switch engage, shutdown)."""
+    cancels_failed: int = 0
+    """Of those, the ones the exchange did not cancel."""
+    order_group_triggered: int = 0
+    """1 while this executor has its order group triggered (the exchange refuses its orders)."""
+    write_token_waits: int = 0
+    """Times a write (order, cancel, order group) waited for rate-limit tokens."""
+    read_token_waits: int = 0
+    """Times a read (account poll, lookup) waited for rate-limit tokens."""
     adopted: int = 0
     """Orders of this installation found on the exchange with no row (rows written for them)."""
     foreign_orders: int = 0
@@ -67,8 +77,9 @@ class ServerStatistics:
 
     def later_counters(self) -> str:
         """The keys the exit line gained after ``log_dropped``, oldest first (reconciliation's,
-        signing ahead's, the audit trail's, the stream's, adoption's), which the command line
-        prints after every older key; a new key goes at the end."""
+        signing ahead's, the audit trail's, the stream's, the book's and the rate limits',
+        adoption's), which the command line prints after every older key; a new key goes at the
+        end."""
         return (
             f"reconciled={self.reconciled} reconcile_failed={self.reconcile_failed} "
             f"presigned={self.presigned} signed_inline={self.signed_inline} "
@@ -79,6 +90,9 @@ class ServerStatistics:
             f"stream_order_messages={self.stream_order_messages} "
             f"stream_fills_applied={self.stream_fills_applied} "
             f"stream_orders_applied={self.stream_orders_applied} "
+            f"cancels_sent={self.cancels_sent} cancels_failed={self.cancels_failed} "
+            f"order_group_triggered={self.order_group_triggered} "
+            f"write_token_waits={self.write_token_waits} read_token_waits={self.read_token_waits} "
             f"adopted={self.adopted}"
         )
 

@@ -86,6 +86,7 @@ STOP_TIMEOUT_S: Final = 2.0
 _GAUGES: Final = {
     "connections_open": "connections open now",
     "stream_connected": "1 while the exchange's stream is connected and reconciled, else 0",
+    "order_group_triggered": "1 while this executor has its order group triggered",
     "foreign_orders": "other clients' orders the last adoption pass listed and left alone",
 }
 """ServerStatistics fields that go up and down; every other int field is a counter."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import dataclasses
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -130,6 +131,21 @@ def test_no_order_body_keeps_the_yes_price_and_sets_post_only_for_gtc() -> None:
         b'"self_trade_prevention_type":"maker","post_only":true,"exchange_index":-1}'
     )
     assert order_body(spec) == expected
+
+
+def test_the_executors_body_is_the_spec_example_then_the_pause_flag_and_the_group() -> None:
+    """[ours] issue 22: the executor's body is §5's example byte for byte, then
+    ``cancel_order_on_pause`` and ``order_group_id``, in that order; unset, neither is sent."""
+    expected = (
+        b'{"ticker":"KXTEST","client_order_id":"0123456789abcdef0123456789abcdef","side":"bid",'
+        b'"count":"3.00","price":"0.4200","time_in_force":"fill_or_kill",'
+        b'"self_trade_prevention_type":"taker_at_cross","post_only":false,"exchange_index":2,'
+        b'"cancel_order_on_pause":true,"order_group_id":"og-1"}'
+    )
+    with_both = dataclasses.replace(yes_spec(), cancel_order_on_pause=True, order_group_id="og-1")
+    assert order_body(with_both) == expected
+    flag_only = dataclasses.replace(yes_spec(), cancel_order_on_pause=False)
+    assert order_body(flag_only).endswith(b'"exchange_index":2,"cancel_order_on_pause":false}')
 
 
 def test_order_body_refuses_a_count_below_one() -> None:

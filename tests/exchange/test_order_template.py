@@ -27,6 +27,9 @@ def _bodies() -> list[bytes]:
                     time_in_force=tif,
                     self_trade_prevention_type="taker_at_cross",
                     exchange_index=-1 if count > 1 else 2,
+                    # Issue 22's keys on half the bodies: the executor sends both, others neither.
+                    cancel_order_on_pause=(side == "bid") if count > 1 else None,
+                    order_group_id="0f1e2d3c4b5a69788796a5b4c3d2e1f0" if count > 1 else None,
                 )
                 bodies.append(order_body(spec))
     return bodies

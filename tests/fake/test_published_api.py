@@ -18,7 +18,12 @@ import httpx
 import orjson
 import pytest
 
-from executor.fake.account import ENDPOINTS, FakeAccount
+from executor.fake.account import (
+    BATCH_CANCEL_PATH,
+    ENDPOINTS,
+    ORDER_GROUPS_PATH,
+    FakeAccount,
+)
 from executor.fake.exchange import (
     BALANCE_PATH,
     ORDER_PATH,
@@ -230,13 +235,25 @@ def test_the_validator_refuses_what_the_fake_used_to_send() -> None:
 @pytest.mark.parametrize(("path", "method"), sorted(ENDPOINTS))
 def test_every_endpoint_the_fake_serves_is_published(path: str, method: str) -> None:
     """Each endpoint the fake serves answers a plain request with a schema-valid body (orders of
-    every outcome on the book first), so a new endpoint is checked as soon as it is served."""
+    every outcome on the book first, one resting in an order group, and a batch cancel naming an
+    order that rests and one that does not), so a new endpoint is checked as soon as it is
+    served."""
     account = FakeAccount()
+    _, created = account.answer("POST", f"{ORDER_GROUPS_PATH}/create", "", b'{"contracts_limit":9}')
+    group_id = orjson.loads(created)["order_group_id"]
     account.answer("POST", ORDER_PATH, "", order("1" * 32))
-    account.answer("POST", ORDER_PATH, "", order("2" * 32, time_in_force="good_till_canceled"))
+    gtc = order("2" * 32, time_in_force="good_till_canceled", order_group_id=group_id)
+    _, placed = account.answer("POST", ORDER_PATH, "", gtc)
     account.fill_rule = lambda _order: False
     account.answer("POST", ORDER_PATH, "", order("3" * 32))
-    body = order("4" * 32) if method == "POST" else b""
-    status, payload = account.answer(method, path, "", body)
-    assert 200 <= status < 300
+    bodies = {
+        ("POST", ORDER_PATH): order("4" * 32),
+        ("POST", f"{ORDER_GROUPS_PATH}/create"): b'{"contracts_limit":5}',
+        ("DELETE", BATCH_CANCEL_PATH): orjson.dumps(
+            {"orders": [{"order_id": orjson.loads(placed)["order_id"]}, {"order_id": "gone"}]}
+        ),
+    }
+    body = bodies.get((method, path), b"")
+    status, payload = account.answer(method, path.replace("{order_group_id}", group_id), "", body)
+    assert 200 <= status < 300, payload
     validate_response(path, method, status, payload)

@@ -56,14 +56,19 @@ def test_fake_exchange_serve_writes_orders_and_stage_rows(
     assert server["accepted"] - server["unacked"] == server["fired"] + refused
     assert telemetry["order_rows_written"] == 2  # pending + resolution
     assert server["presigned"] + server["signed_inline"] == 1  # the one real order's attempt
-    assert list(server)[-10:-7] == ["presigned", "signed_inline", "refused_audit"]
-    assert list(server)[-7:] == [  # newest last
+    assert list(server)[-15:-12] == ["presigned", "signed_inline", "refused_audit"]
+    assert list(server)[-12:] == [  # newest last
         "stream_connected",
         "stream_reconnects",
         "stream_fill_messages",
         "stream_order_messages",
         "stream_fills_applied",
         "stream_orders_applied",
+        "cancels_sent",
+        "cancels_failed",
+        "order_group_triggered",
+        "write_token_waits",
+        "read_token_waits",
         "adopted",
     ]
     with sqlite3.connect(db_path) as db:

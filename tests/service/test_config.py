@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from executor.book_settings import BookSettings
 from executor.config import ConfigError
 from executor.decide.risk import RISK_ENV_VARS, RiskLimits
 from executor.fake.exchange import FakeCredentials
@@ -305,3 +306,29 @@ def test_the_stream_url_variable_is_checked(key_file: Path) -> None:
     assert settings.exchange.stream_url == own
     with pytest.raises(ConfigError, match="KALSHI_DEMO_WS_URL"):
         load_settings(_args(), _real_env(key_file, KALSHI_DEMO_WS_URL="https://ws.example.test/x"))
+
+
+def test_the_book_settings_default_to_a_group_of_50_and_cancel_on_pause(key_file: Path) -> None:
+    """Unset: a group limit of 50 contracts, orders cancelled at a pause, the engage policy left
+    to the time in force (None), no cancel at exit."""
+    book = load_settings(_args(), _real_env(key_file)).exchange.book
+    assert book == BookSettings(50, True, None, False)
+
+
+def test_the_book_variables_and_flags_are_read(key_file: Path) -> None:
+    """The limit (0 = no group) and the pause flag from variables, the two cancel flags from the
+    command line, both ways."""
+    env = _real_env(
+        key_file, KALSHI_ORDER_GROUP_CONTRACTS_LIMIT="0", KALSHI_ORDER_CANCEL_ON_PAUSE="no"
+    )
+    args = _args("--no-cancel-resting-on-engage", "--cancel-resting-on-exit")
+    assert load_settings(args, env).exchange.book == BookSettings(0, False, False, True)
+    fake = load_settings(_args("--exchange", "fake", "--cancel-resting-on-engage"), {})
+    assert fake.exchange.book.cancel_resting_on_engage is True
+
+
+@pytest.mark.parametrize("value", ["-1", "1000001", "ten", "2.5"])
+def test_a_bad_group_limit_names_its_variable(value: str) -> None:
+    """A limit outside 0..1,000,000 (Kalshi's most) or not a whole number is a ConfigError."""
+    with pytest.raises(ConfigError, match="KALSHI_ORDER_GROUP_CONTRACTS_LIMIT"):
+        load_settings(_args(), {"KALSHI_ORDER_GROUP_CONTRACTS_LIMIT": value})

@@ -162,8 +162,12 @@ async def test_real_fire_sends_a_signed_order_and_leaves_every_row(
         await wait_for_order(fake_exchange)
     await running.shutdown()
     [posted] = order_posts(fake_exchange)
-    [request] = [r for r in fake_exchange.received if r.method == "POST"]
+    [request] = [r for r in fake_exchange.received if r.path == ORDER_PATH]
     assert request.verified and request.status == 201
+    # [ours] after DISPATCH.md §5's keys: the pause flag and this run's order group.
+    (group_id,) = fake_exchange.order_groups.groups
+    assert list(posted)[-3:] == ["exchange_index", "cancel_order_on_pause", "order_group_id"]
+    assert (posted["cancel_order_on_pause"], posted["order_group_id"]) == (True, group_id)
     assert (posted["ticker"], posted["side"], posted["count"], posted["price"]) == (
         "KXBTCD-26AUG2917-T112750",
         "bid",

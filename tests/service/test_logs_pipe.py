@@ -171,7 +171,7 @@ async def test_unread_stderr_pipe_does_not_hold_up_acks(short_dir: Path) -> None
     assert identity_problems(counters) == []
     assert counters["log_dropped"] > 0
     first_line = next(line for line in text.splitlines() if line.startswith("frames="))
-    assert first_line.split()[-13].startswith("log_dropped=")  # then twelve later keys
+    assert first_line.split()[-18].startswith("log_dropped=")  # then seventeen later keys
 
 
 async def _connect_and_run(socket_path: Path, index: int) -> None:
@@ -203,8 +203,8 @@ def test_suppressed_warnings_are_reported_at_exit(short_dir: Path) -> None:
     lines = executor.stderr_lines()
     server, _ = exit_counters(lines)
     assert server["rejected"] == rejected
-    assert lines[-2].split()[-13:-10] == ["log_dropped=0", "reconciled=0", "reconcile_failed=0"]
-    later = [key.split("=")[0] for key in lines[-2].split()[-10:]]
+    assert lines[-2].split()[-18:-15] == ["log_dropped=0", "reconciled=0", "reconcile_failed=0"]
+    later = [key.split("=")[0] for key in lines[-2].split()[-15:]]
     assert later == [
         "presigned",
         "signed_inline",
@@ -215,6 +215,11 @@ def test_suppressed_warnings_are_reported_at_exit(short_dir: Path) -> None:
         "stream_order_messages",
         "stream_fills_applied",
         "stream_orders_applied",
+        "cancels_sent",
+        "cancels_failed",
+        "order_group_triggered",
+        "write_token_waits",
+        "read_token_waits",
         "adopted",
     ]
     events = [json.loads(line) for line in lines[:-2]]

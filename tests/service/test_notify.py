@@ -171,6 +171,7 @@ def test_a_served_executor_notifies_in_order(
         assert starting[0] == "STATUS=starting the in-process fake exchange"
         assert starting[1].startswith("STATUS=pre-warming the exchange client (https://")
         assert starting[2:] == [
+            "STATUS=reading the account's rate limits, creating this run's order group",
             "STATUS=starting the signing-ahead worker process",
             "STATUS=starting the shadow signing worker process",
             "STATUS=opening the telemetry database",

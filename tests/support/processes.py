@@ -73,6 +73,11 @@ EXTRA_SERVER_KEYS = (
     "stream_order_messages",
     "stream_fills_applied",
     "stream_orders_applied",
+    "cancels_sent",
+    "cancels_failed",
+    "order_group_triggered",
+    "write_token_waits",
+    "read_token_waits",
     "adopted",
 )
 """This executor's additions, at the end of the first counter line."""
