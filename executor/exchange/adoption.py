@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import structlog
 import trio
@@ -50,11 +50,11 @@ from executor.exchange.order_lookup import (
     list_orders,
     parse_exchange_order,
 )
-from executor.exchange.reconcile import MIN_TS_MARGIN_S, OrderRowSink
+from executor.exchange.reconcile import MIN_TS_MARGIN_S, CollectedRows, OrderRowSink
 from executor.recording.database import read_orders_fired
 from executor.recording.installation import ClientOrderIds, save_adopt_since
-from executor.recording.open_orders import ADOPTED_MESSAGE
-from executor.recording.rows import OrderRow, OrderRowKind
+from executor.recording.open_orders import ADOPTED_MESSAGE, write_corrections
+from executor.recording.rows import OrderRow, OrderRowKind, row_fields
 
 log = structlog.get_logger()
 
@@ -73,6 +73,24 @@ further is an exchange bug, and the pass fails (logged; the next one tries again
 ADOPTION_TIMEOUT_S: Final = 60.0
 """Budget of one pass's listing (seconds): generous, it runs before serving or in the
 background; a guess."""
+
+class AdoptedOrderRecorder(Protocol):
+    """What an order adopted while running tells the risk gate (``RiskGate`` fits)."""
+
+    def record_attempt(
+        self,
+        ticker: str,
+        direction: str,
+        count: int,
+        price: float,
+        now_ms: int,
+        correlation_group: str,
+    ) -> None: ...
+
+    def record_fill(
+        self, ticker: str, fill_count: float, now_ms: int, correlation_group: str
+    ) -> None: ...
+
 
 _ID_CHUNK: Final = 500
 """Ids per ``IN (...)`` query: under SQLite's historical 999-variable limit."""
@@ -307,12 +325,47 @@ class Adopter:
                 on_adopted(row)
 
 
+async def adopt_at_startup(adopter: Adopter, db_path: Path) -> None:
+    """One adoption pass, its rows committed before reconciliation and the warm start read the
+    table (blocking writes in a worker thread). A listing that fails is logged by the adopter; the
+    later passes try again.
+    """
+    collected = CollectedRows()
+    await adopter.adopt(collected)
+    if not collected.rows:
+        return
+    outcome = await trio.to_thread.run_sync(write_corrections, db_path, collected.rows)
+    for row, error in outcome.order_failures:
+        log.error("adopted row not written", row=row_fields(row), error=error)
+
+
+def tell_risk_gate(risk: AdoptedOrderRecorder | None, row: OrderRow) -> None:
+    """An order adopted while running, to the risk gate: an attempt and its fill, as of now (the
+    gate's windows count it from now: later than it was, never missed)."""
+    if risk is None:
+        return
+    now_ms = wall_ms()
+    count, price = float(row.count), float(row.price_dollars)
+    risk.record_attempt(row.ticker, row.outcome_side, int(count), price, now_ms, "")
+    risk.record_fill(row.ticker, float(row.fill_count or 0), now_ms, "")
+
+
+def adoption_counts(adopter: Adopter | None) -> dict[str, int]:
+    """The fire path's counters from ``adopter`` (none without one)."""
+    if adopter is None:
+        return {}
+    return {"adopted": adopter.adopted, "foreign_orders": adopter.foreign_orders}
+
+
 __all__ = [
     "ADOPTED_MESSAGE",
     "ADOPTION_RECHECK_S",
     "ADOPTION_SETTLE_S",
     "Adopter",
     "AdoptionPass",
+    "adopt_at_startup",
     "adopted_row",
+    "adoption_counts",
     "rows_present",
+    "tell_risk_gate",
 ]

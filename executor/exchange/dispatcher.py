@@ -50,7 +50,6 @@ from executor.clock import stamp_ns, wall_ms
 from executor.decide.decision import Order
 from executor.decide.order_request import FireRequest
 from executor.exchange.messages import (
-    INTENT_NOT_RECORDED,
     ExchangeError,
     IntentNotRecorded,
     OrderSpec,
@@ -90,7 +89,6 @@ cancellation so a shutdown still lands it (DISPATCH.md §4 step 7)."""
 
 CANCELLED_AT_SHUTDOWN: Final = "cancelled at shutdown"
 """``error_message`` of a dispatch cut by shutdown ([ours]; the reference leaves it NULL)."""
-
 
 class OrderPlacer(Protocol):
     """The part of ``executor.exchange.transport.ExchangeClient`` a dispatcher uses."""
@@ -335,7 +333,7 @@ class OrderDispatcher:
         try:
             self.sink.record_intent(pending)
         except JournalWriteError as error:
-            raise IntentNotRecorded(INTENT_NOT_RECORDED + str(error)) from None
+            raise IntentNotRecorded(str(error)) from None
 
     def _build_and_start(
         self, prepared: PreparedOrder, stamps: FireStamps

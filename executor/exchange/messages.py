@@ -144,7 +144,11 @@ INTENT_NOT_RECORDED: Final = "intent record not written, order not sent: "
 
 
 class IntentNotRecorded(ExchangeError):
-    """The order's intent record could not be written, so it was not sent (a definite error)."""
+    """The order's intent record could not be written, so it was not sent (a definite error);
+    its text is :data:`INTENT_NOT_RECORDED` and the cause."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(INTENT_NOT_RECORDED + cause)
 
 
 class ExchangeAmbiguous(ExchangeError):

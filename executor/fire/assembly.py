@@ -52,7 +52,7 @@ from executor.exchange.account import (
     serve_account,
     serve_heartbeats,
 )
-from executor.exchange.adoption import Adopter
+from executor.exchange.adoption import Adopter, adopt_at_startup, tell_risk_gate
 from executor.exchange.dispatcher import OrderDispatcher, OrderPolicy
 from executor.exchange.reconcile import CollectedRows, Reconciler
 from executor.exchange.rest import tls_context
@@ -209,7 +209,7 @@ async def open_order_path(
         )
         if not installation.created:  # a new prefix cannot be on the exchange yet
             step("adopting the exchange's orders of this installation that have no row")
-            await _adopt_at_startup(adopter, telemetry_db)
+            await adopt_at_startup(adopter, telemetry_db)
         reconciler = Reconciler(client, telemetry)
         step("reconciling the orders earlier runs left unresolved")
         await _reconcile_earlier_runs(reconciler, telemetry_db)
@@ -239,7 +239,7 @@ async def open_order_path(
         assert orders is not None
 
         def adopted_later(row: OrderRow) -> None:
-            _tell_risk_gate(risk, row)
+            tell_risk_gate(risk, row)
             reconciler.follow(row)
 
         def outage_ended(transition: AuditTransition) -> None:
@@ -328,29 +328,6 @@ def _fire_path(
         contract_count=settings.sizing.fixed_contract_count,
         orders=orders,
     )
-
-
-async def _adopt_at_startup(adopter: Adopter, telemetry_db: Path) -> None:
-    """One adoption pass, its rows committed before reconciliation and the warm start read the
-    table. A listing that fails is logged by the adopter; the later passes try again."""
-    collected = CollectedRows()
-    await adopter.adopt(collected)
-    if not collected.rows:
-        return
-    outcome = await trio.to_thread.run_sync(write_corrections, telemetry_db, collected.rows)
-    for row, error in outcome.order_failures:
-        log.error("adopted row not written", row=row_fields(row), error=error)
-
-
-def _tell_risk_gate(risk: RiskGate | None, row: OrderRow) -> None:
-    """An order adopted while running: an attempt and its fill, as of now (the gate's windows
-    count it from now: later than it was, never missed)."""
-    if risk is None:
-        return
-    now_ms = wall_ms()
-    count, price = float(row.count), float(row.price_dollars)
-    risk.record_attempt(row.ticker, row.outcome_side, int(count), price, now_ms, "")
-    risk.record_fill(row.ticker, float(row.fill_count or 0), now_ms, "")
 
 
 async def _stream_endpoint(settings: Settings, side: ExchangeSide) -> StreamEndpoint:

@@ -65,7 +65,7 @@ from executor.decide.order_request import FireRequest, OrderTemplate, Side
 from executor.decide.risk import RiskGate
 from executor.decide.sizing import SizingConfig
 from executor.exchange.account import AccountState
-from executor.exchange.adoption import Adopter
+from executor.exchange.adoption import Adopter, adoption_counts
 from executor.exchange.dispatcher import OrderDispatcher, OrderSink, StartedOrder
 from executor.exchange.shadow_lane import ShadowJob, ShadowLane
 from executor.exchange.stages import FireStamps, PerfToWall, log_resolution, stage_rows
@@ -205,10 +205,7 @@ class FirePath:
                 stream_orders_applied=stream.orders_applied,
             )
         counts.update(book_counts(client, None if self.orders is None else self.orders.book))
-        adopter = None if self.orders is None else self.orders.adopter
-        if adopter is not None:
-            counts["adopted"] = adopter.adopted
-            counts["foreign_orders"] = adopter.foreign_orders
+        counts.update(adoption_counts(None if self.orders is None else self.orders.adopter))
         return FireCounters(**counts)
 
     def fire_now(self, message: WakeMessage) -> FireOutcome | None:
