@@ -219,6 +219,7 @@ class ExecutorServer:
                             linger_s=self.config.telemetry_linger_s,
                             observe=observe,
                             require_writable=self.config.order_path is not None,
+                            intent_journal=self.config.order_path is not None,
                         )
                     )
                     await self._serve_published(root, prepared, task_status)

@@ -17,12 +17,20 @@ resolutions and rejections are not (:meth:`Telemetry.record_order` waits for roo
 fire task, never from the connection loop). Order rows are counted apart, in ``order_rows_written``
 and ``order_rows_dropped``, and every dropped one is logged with the row, so the latency identity
 above is untouched. Heartbeats are counted in neither family.
+
+With an exchange (``intent_journal=True``) the file has an intent journal beside it
+(``executor.recording.intent_journal``): :meth:`Telemetry.record_intent` appends a real order's
+pending row there with one ``os.write`` before the order is sent, so a SIGKILL cannot take it;
+start-up first replays what an earlier run left (``executor.recording.journal_replay``). Rows the
+database refuses while the audit trail is down are kept in the same journal and written when it
+is back (:attr:`Telemetry.audit_trail`: its state, transitions and the rows it is owed).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -31,10 +39,13 @@ from typing import Final
 import structlog
 import trio
 
+from executor.recording.audit_trail import AuditTrailState
 from executor.recording.consumer import BATCH_LINGER_S, BATCH_MAX_ROWS, TelemetryConsumer
 from executor.recording.counters import TelemetryCounters, TelemetryStatistics
 from executor.recording.database import TelemetryOpenError, database_files, remove_new_files
 from executor.recording.database_lock import DatabaseLock, open_locked_database
+from executor.recording.intent_journal import IntentJournal, JournalWriteError, journal_path
+from executor.recording.journal_replay import replay_journal
 from executor.recording.rows import (
     HeartbeatRow,
     LatencyRow,
@@ -69,17 +80,44 @@ logger = structlog.get_logger()
 class Telemetry:
     """The producer side of the telemetry channel, handed to the server."""
 
-    __slots__ = ("_closed", "_counters", "_send")
+    __slots__ = ("_closed", "_counters", "_journal", "_send", "audit_trail")
 
     def __init__(
         self,
         send: trio.MemorySendChannel[TelemetryRow],
         counters: TelemetryCounters,
         closed: trio.Event,
+        audit_trail: AuditTrailState | None = None,
     ) -> None:
         self._send = send
         self._counters = counters
         self._closed = closed
+        self.audit_trail = audit_trail or AuditTrailState(counters, Path("telemetry"))
+        """The audit trail's state: ``on_change`` attaches to its outage transitions."""
+        self._journal = self.audit_trail.journal
+
+    @property
+    def journal(self) -> IntentJournal | None:
+        """The intent journal (None without an exchange)."""
+        return self._journal
+
+    def record_intent(self, row: OrderRow) -> None:
+        """Append a real order's pending row to the intent journal: one ``os.write``, before the
+        order's first byte leaves (the one file-system call the order path makes between the
+        decision and the send; measured in docs/RESULTS.md). Without a journal, nothing.
+
+        Raises:
+            JournalWriteError: the record could not be written (counted in
+                ``intents_unrecorded``): the order must not be sent.
+        """
+        journal = self._journal
+        if journal is None:
+            return
+        try:
+            journal.append(row)
+        except JournalWriteError:
+            self._counters.intents_unrecorded += 1
+            raise
 
     def record(self, row: LatencyRow) -> None:
         """Queue ``row`` for writing, or drop and count it; never blocks, never raises.
@@ -142,7 +180,9 @@ class Telemetry:
 
     def statistics(self) -> TelemetryStatistics:
         """The counters now, and how many rows wait in the channel."""
-        return self._counters.snapshot(self._send.statistics().current_buffer_used)
+        return self._counters.snapshot(
+            self._send.statistics().current_buffer_used, self.audit_trail.owed
+        )
 
 
 async def serve_telemetry(
@@ -154,6 +194,7 @@ async def serve_telemetry(
     linger_s: float = BATCH_LINGER_S,
     observe: Callable[[TelemetryRow], None] | None = None,
     require_writable: bool = False,
+    intent_journal: bool = False,
     task_status: trio.TaskStatus[Telemetry] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Open the database, hand back a :class:`Telemetry`, and write rows until it is closed.
@@ -164,10 +205,13 @@ async def serve_telemetry(
     called with each row the consumer takes off the channel (on the Trio thread, off the hot path).
     ``require_writable`` (an executor with an exchange: no trading without an audit trail) commits
     one write before ``started``, so a database that opens but cannot be written stops start-up.
+    ``intent_journal`` (an executor with an exchange) replays the intent journal an earlier run
+    left into the database, then opens it empty for :meth:`Telemetry.record_intent`.
 
     Raises:
         TelemetryOpenError: before ``started``, when the database cannot be opened or initialised
-            (or, with ``require_writable``, written).
+            (or, with ``require_writable``, written; or, with ``intent_journal``, the journal
+            cannot be replayed or opened).
 
     Cancellation: the rows held and queued are still written, shielded, for at most
     ``drain_timeout_s`` (a batch already in the worker thread always completes); rows not written
@@ -179,17 +223,32 @@ async def serve_telemetry(
     existed = await trio.to_thread.run_sync(database_files, path)
     lock = DatabaseLock(path)
     await trio.to_thread.run_sync(lock.acquire)
+    counters = TelemetryCounters()
+    journal: IntentJournal | None = None
     try:
         connection, created = await trio.to_thread.run_sync(
             functools.partial(open_locked_database, lock, require_writable=require_writable),
             limiter=one_thread_at_a_time,
         )
+        if intent_journal:
+            try:
+                journal = await trio.to_thread.run_sync(
+                    _replay_and_open_journal,
+                    connection,
+                    path,
+                    counters,
+                    limiter=one_thread_at_a_time,
+                )
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(connection.close, limiter=one_thread_at_a_time)
+                raise
     except BaseException:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(remove_new_files, path, existed)
         lock.release()
         raise
-    counters = TelemetryCounters()
+    trail = AuditTrailState(counters, path, journal)
     send, receive = trio.open_memory_channel[TelemetryRow](capacity)
     closed = trio.Event()
     consumer = TelemetryConsumer(
@@ -202,17 +261,49 @@ async def serve_telemetry(
         linger_s,
         closed,
         observe,
+        trail,
     )
     try:
         logger.info("telemetry database open", path=str(path), created=created)
-        task_status.started(Telemetry(send, counters, closed))
+        task_status.started(Telemetry(send, counters, closed, trail))
         await consumer.run()
     finally:
         with trio.move_on_after(drain_timeout_s, shield=True):
             await consumer.drain()
         consumer.discard_remaining()
         await consumer.close_database(CLOSE_TIMEOUT_S)
+        if journal is not None:
+            _close_journal(journal)
         lock.release()  # after the connection: closing a descriptor drops SQLite's POSIX locks
+
+
+def _replay_and_open_journal(
+    connection: sqlite3.Connection, path: Path, counters: TelemetryCounters
+) -> IntentJournal:
+    """Write what the intent journal knows and the database lacks, then open it empty
+    (blocking: the writer thread, before the consumer starts).
+
+    Raises:
+        TelemetryOpenError: the journal cannot be replayed or opened.
+    """
+    replay = replay_journal(connection, path)
+    counters.journal_replayed = replay.replayed
+    counters.journal_torn = replay.torn
+    try:
+        return IntentJournal.open(journal_path(path), truncate=True)
+    except OSError as error:
+        raise TelemetryOpenError(
+            f"cannot open the intent journal {journal_path(path)}: {error}"
+        ) from None
+
+
+def _close_journal(journal: IntentJournal) -> None:
+    """Leave only what the database lacks in the journal; a failure is one warning (the next
+    start-up replays a longer file, nothing is lost)."""
+    try:
+        journal.close()
+    except OSError as error:
+        logger.warning("intent journal close failed", path=str(journal.path), error=str(error))
 
 
 __all__ = [

@@ -69,6 +69,11 @@ RISK_LIMIT_NO_REFUSAL: Final = "1000000000"
 FIRE_CLIENT_TIMEOUT_S: Final = 900.0
 """Longest a fire client may run (s); the default plan takes about 30 s."""
 
+GROUP_LIMIT_NO_TRIGGER: Final = "1000000"
+"""The order group's contracts limit during a run (the most the setting takes): every real order
+still goes into the run's group, as in production, but a run's hundreds of orders never reach the
+limit that would make the exchange trigger it (the default, 50 per 15 s, stops a run at ~50)."""
+
 RISK_VARIABLES: Final = (
     "KALSHI_RISK_MAX_ATTEMPTS_PER_HOUR",
     "KALSHI_RISK_MAX_ATTEMPTS_PER_DAY",
@@ -104,6 +109,7 @@ def fire_environment(info: FakeExchangeInfo, base: Mapping[str, str]) -> dict[st
         KALSHI_RISK_REFIRE_COOLDOWN_SECONDS="0",
         KALSHI_KELLY_FRACTION="0",
         KALSHI_FIXED_ORDER_CONTRACT_COUNT="1",
+        KALSHI_ORDER_GROUP_CONTRACTS_LIMIT=GROUP_LIMIT_NO_TRIGGER,
     )
     env.update({name: RISK_LIMIT_NO_REFUSAL for name in RISK_VARIABLES})
     return env

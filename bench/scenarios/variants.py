@@ -41,7 +41,14 @@ before anyone changes the executor. Variants:
   are waiting (``executor.wire.handoff`` holds them): the burst's A/B.
 - ``pending-after-write``: a real order's ``pending`` row is built and queued right after its
   request was written instead of before its body is built (DISPATCH.md §4 orders it first): what
-  that work costs ``detect_wire``, measured, not adopted.
+  that work costs ``detect_wire``, measured, not adopted. Since the intent record (issue 21) the
+  row is built, and recorded, before the write in this variant too: only its queueing moves.
+- ``no-intent``: real orders are sent without their intent record (the pending row appended to
+  the intent journal with one ``os.write`` before the first byte leaves, issue 21): what the
+  record costs ``detect_wire`` is this variant against the product, in one run.
+- ``timed-intent``: the product, with each intent record's own duration (``perf_counter_ns``
+  around ``Telemetry.record_intent``: the whole of what it adds to ``detect_wire``, since it never
+  awaits) appended, one integer of ns a line, to the file ``$TIMED_INTENT_OUT`` names, at exit.
 - ``pipelined-writer`` was here until the consumer adopted it (executor/recording/consumer.py,
   2026-12-01): its A/B is in docs/RESULTS.md.
 """
@@ -201,10 +208,11 @@ def _patch_pending_after_write() -> None:
             order.ticket.sending()
         started = dispatcher.StartedOrder(order, self.prepare(order.request), wall_ms(), stamps)
         try:
-            started.body, started.in_flight = self._build_and_start(started.prepared, stamps)
             pending = order_row(
                 started.prepared, self.policy, OrderRowKind.PENDING, started.requested_at_ms
             )
+            self._record_intent(pending)  # needs the row and must precede the first byte
+            started.body, started.in_flight = self._build_and_start(started.prepared, stamps)
             self.sink.record_pending(pending)
         except Exception as error:
             started.failure = error
@@ -282,7 +290,46 @@ def _switch_interval(seconds: float) -> Callable[[], None]:
     return patch
 
 
+def _patch_no_intent() -> None:
+    from executor.telemetry import Telemetry
+
+    def record_intent(self: Telemetry, row: object) -> None:
+        """No intent record: the order goes without one."""
+
+    Telemetry.record_intent = record_intent  # type: ignore[method-assign]
+
+
+def _patch_timed_intent() -> None:
+    import atexit
+    import os
+    import time
+
+    from executor.recording.rows import OrderRow
+    from executor.telemetry import Telemetry
+
+    durations: list[int] = []
+    record = Telemetry.record_intent
+
+    def timed(self: Telemetry, row: OrderRow) -> None:
+        started = time.perf_counter_ns()
+        try:
+            record(self, row)
+        finally:
+            durations.append(time.perf_counter_ns() - started)
+
+    def write_out() -> None:
+        path = os.environ.get("TIMED_INTENT_OUT")
+        if path and durations:
+            with open(path, "a", encoding="ascii") as out:
+                out.writelines(f"{value}\n" for value in durations)
+
+    Telemetry.record_intent = timed  # type: ignore[method-assign]
+    atexit.register(write_out)
+
+
 VARIANTS: Final[dict[str, Callable[[], None]]] = {
+    "no-intent": _patch_no_intent,
+    "timed-intent": _patch_timed_intent,
     "switch-1ms": _switch_interval(0.001),
     "switch-0.2ms": _switch_interval(0.0002),
     "chunked-rows": _patch_chunked_rows,

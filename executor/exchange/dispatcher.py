@@ -12,6 +12,9 @@ from the template, hand it to the transport, read the status from the response, 
 the same way and then signed by the shadow lane (``executor.exchange.shadow_lane``); it writes no
 order row.
 
+The intent record (:meth:`OrderDispatcher._record_intent`, one ``os.write`` of the pending row) is
+the one file call before the send, in ``begin`` before the body is built; refused, nothing is sent.
+
 The pending row is queued *before* the body is built (the reference queues it after): DISPATCH.md
 §1 step 6 allows nothing that touches telemetry between building the order and handing the
 request to the transport, and the pending row needs nothing the body has. ``_build_and_start`` is
@@ -38,9 +41,7 @@ the book, or answered without a fill count) is handed to the reconciler to be fo
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final
 
 import structlog
 import trio
@@ -48,9 +49,19 @@ import trio
 from executor.clock import stamp_ns, wall_ms
 from executor.decide.decision import Order
 from executor.decide.order_request import FireRequest
+from executor.exchange.dispatch_terms import (
+    CANCELLED_AT_SHUTDOWN,
+    RESOLUTION_TIMEOUT_S,
+    DispatchResult,
+    OrderPlacer,
+    OrderSink,
+    OrderStarter,
+    StartedOrder,
+)
 from executor.exchange.messages import (
     ExchangeAmbiguous,
     ExchangeError,
+    IntentNotRecorded,
     OrderSpec,
     OrderStamps,
     has_order,
@@ -70,90 +81,16 @@ from executor.exchange.order_rows import (
 )
 from executor.exchange.reconcile import Reconciler
 from executor.exchange.stages import FireStamps, engine_ts_ms
+from executor.recording.installation import ClientOrderIds, new_prefix
+from executor.recording.intent_journal import JournalWriteError
 from executor.recording.open_orders import OUTCOME_UNKNOWN_PREFIX
 from executor.recording.rows import (
-    HeartbeatRow,
-    LatencyRow,
     OrderRow,
     OrderRowKind,
     OrderStatus,
 )
 
 log = structlog.get_logger()
-
-RESOLUTION_TIMEOUT_S: Final = 2.0
-"""Longest a fire task waits for room for an undroppable order row (seconds), shielded from
-cancellation so a shutdown still lands it (DISPATCH.md §4 step 7)."""
-
-CANCELLED_AT_SHUTDOWN: Final = "cancelled at shutdown"
-"""``error_message`` of a dispatch cut by shutdown ([ours]; the reference leaves it NULL)."""
-
-class OrderPlacer(Protocol):
-    """The part of ``executor.exchange.transport.ExchangeClient`` a dispatcher uses."""
-
-    async def place_order(
-        self,
-        body: bytes,
-        stamps: OrderStamps,
-        *,
-        dry_run: bool,
-        started: OrderInFlight | None = None,
-    ) -> dict[str, Any]: ...
-
-
-@runtime_checkable
-class OrderStarter(Protocol):
-    """A transport that can write a real order's first attempt without waiting (optional)."""
-
-    def send_order_now(self, body: bytes, stamps: OrderStamps) -> OrderInFlight | None: ...
-
-
-class OrderSink(Protocol):
-    """The part of ``executor.telemetry.Telemetry`` the order path writes to."""
-
-    def record(self, row: LatencyRow) -> None: ...
-
-    def record_pending(self, row: OrderRow) -> None: ...
-
-    async def record_order(
-        self, row: OrderRow | HeartbeatRow, *, timeout_s: float = RESOLUTION_TIMEOUT_S
-    ) -> None: ...
-
-
-class StartedOrder:
-    """A real order :meth:`OrderDispatcher.begin` began, for :meth:`OrderDispatcher.complete`.
-
-    Attributes:
-        order: the decided order (its risk ticket, when the gate is on).
-        prepared: its ids.
-        requested_at_ms: the ``pending`` row's ``requested_at_ms``.
-        stamps: the fire's stamps.
-        body: the order's bytes (empty when building failed).
-        in_flight: the first attempt, when it was written without waiting.
-        failure: what went wrong in ``begin``, raised by ``complete`` in its error handling.
-    """
-
-    __slots__ = ("body", "failure", "in_flight", "order", "prepared", "requested_at_ms", "stamps")
-
-    def __init__(
-        self, order: Order, prepared: PreparedOrder, requested_at_ms: int, stamps: FireStamps
-    ) -> None:
-        self.order = order
-        self.prepared = prepared
-        self.requested_at_ms = requested_at_ms
-        self.stamps = stamps
-        self.body = b""
-        self.in_flight: OrderInFlight | None = None
-        self.failure: Exception | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DispatchResult:
-    """How a real dispatch ended (when it did not raise)."""
-
-    status: OrderStatus
-    fill_count: float | None
-
 
 class OrderDispatcher:
     """Builds, sends and audits orders through one exchange client.
@@ -164,6 +101,7 @@ class OrderDispatcher:
         policy: order flags (its production guard is applied by the decision, not here).
         reconciler: looks up orders whose outcome is unknown and follows resting ones; None
             leaves an unknown outcome as its ``error`` row (for a later start-up to resolve).
+        ids: mints ``client_order_id`` with the installation's prefix (None: a random one).
     """
 
     def __init__(
@@ -172,17 +110,19 @@ class OrderDispatcher:
         sink: OrderSink,
         policy: OrderPolicy,
         reconciler: Reconciler | None = None,
+        ids: ClientOrderIds | None = None,
     ) -> None:
         self.client = client
         self._send_now = client.send_order_now if isinstance(client, OrderStarter) else None
         self.sink = sink
         self.policy = policy
         self.reconciler = reconciler
+        self.ids = ids or ClientOrderIds(new_prefix())
 
     def prepare(self, request: FireRequest) -> PreparedOrder:
         """Mint the order's ``client_order_id`` and its row's correlation id."""
         return PreparedOrder(
-            request, uuid.uuid4().hex, order_correlation_id(request.correlation_id)
+            request, self.ids.mint(), order_correlation_id(request.correlation_id)
         )
 
     def build_shadow(self, request: FireRequest, stamps: FireStamps) -> bytes:
@@ -220,6 +160,7 @@ class OrderDispatcher:
             pending = order_row(
                 started.prepared, self.policy, OrderRowKind.PENDING, started.requested_at_ms
             )
+            self._record_intent(pending)
             self.sink.record_pending(pending)
             started.body, started.in_flight = self._build_and_start(started.prepared, stamps)
         except Exception as error:
@@ -323,6 +264,13 @@ class OrderDispatcher:
         fill_count = parse_fill_count(order_payload(response).get("fill_count"))
         return DispatchResult(status, fill_count), row
 
+    def _record_intent(self, pending: OrderRow) -> None:
+        """``pending`` to the intent journal, before the first byte; IntentNotRecorded if not."""
+        try:
+            self.sink.record_intent(pending)
+        except JournalWriteError as error:
+            raise IntentNotRecorded(str(error)) from None
+
     def _build_and_start(
         self, prepared: PreparedOrder, stamps: FireStamps
     ) -> tuple[bytes, OrderInFlight | None]:
@@ -354,7 +302,7 @@ class OrderDispatcher:
 
     def rejected_row(self, request: FireRequest, reason: str) -> OrderRow:
         """The ``rejected`` row of a real fire refused before dispatch (DISPATCH.md §4 step 8)."""
-        return rejected_row(request, self.policy, reason)
+        return rejected_row(request, self.policy, reason, self.ids.mint())
 
     async def record_rejected(self, request: FireRequest, reason: str) -> None:
         """Queue the ``rejected`` row (undroppable; shielded and bounded like the resolution)."""

@@ -146,6 +146,18 @@ class ExchangeError(Exception):
         self.maybe_placed = maybe_placed
 
 
+INTENT_NOT_RECORDED: Final = "intent record not written, order not sent: "
+"""How the ``error`` row of an order stopped by a failed intent record begins (then the cause)."""
+
+
+class IntentNotRecorded(ExchangeError):
+    """The order's intent record could not be written, so it was not sent (a definite error);
+    its text is :data:`INTENT_NOT_RECORDED` and the cause."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(INTENT_NOT_RECORDED + cause)
+
+
 class ExchangeAmbiguous(ExchangeError):
     """The request may have reached the exchange but no answer came: the outcome is unknown, so
     ``maybe_placed`` is true unless the raiser knows the request never left (e.g. a connect

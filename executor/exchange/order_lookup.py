@@ -229,6 +229,28 @@ async def read_as_of_ms(reader: SignedReader) -> int:
     """
     payload = await reader.get_json(USER_DATA_TIMESTAMP_PATH)
     return parse_as_of_ms(payload.get("as_of_time"))
+async def list_orders(
+    reader: SignedReader, min_ts_s: int, *, max_pages: int = MAX_ORDER_PAGES
+) -> list[dict[str, Any]]:
+    """Every order of the account created since ``min_ts_s``, whatever its ticker (adoption's
+    listing), as the published ``Order`` objects; at most ``max_pages`` pages.
+
+    Raises:
+        ExchangeError: a page failed or was malformed, or the cursor never ended.
+    """
+    listed: list[dict[str, Any]] = []
+    params = {"min_ts": str(min_ts_s), "limit": str(PAGE_LIMIT)}
+    for _ in range(max_pages):
+        payload = await reader.get_json(ORDERS_PATH, params)
+        entries = payload.get("orders")
+        if not isinstance(entries, list):
+            raise ExchangeError("orders response: 'orders' is not a list")
+        listed.extend(entry for entry in entries if isinstance(entry, dict))
+        cursor = payload.get("cursor")
+        if not cursor:
+            return listed
+        params = {**params, "cursor": str(cursor)}
+    raise ExchangeError(f"orders: cursor still set after {max_pages} pages")
 
 
 __all__ = [
@@ -239,6 +261,7 @@ __all__ = [
     "SignedReader",
     "absence_known",
     "find_orders",
+    "list_orders",
     "parse_as_of_ms",
     "parse_exchange_order",
     "read_as_of_ms",

@@ -103,13 +103,16 @@ def order_row(
     )
 
 
-def rejected_row(request: FireRequest, policy: OrderPolicy, reason: str) -> OrderRow:
-    """The ``rejected`` row of a real fire refused before dispatch (DISPATCH.md §4 step 8)."""
+def rejected_row(
+    request: FireRequest, policy: OrderPolicy, reason: str, client_order_id: str | None = None
+) -> OrderRow:
+    """The ``rejected`` row of a real fire refused before dispatch (DISPATCH.md §4 step 8);
+    ``client_order_id`` None is a fresh uuid4 hex."""
     template = request.template
     return OrderRow(
         kind=OrderRowKind.REJECTED,
         correlation_id=order_correlation_id(request.correlation_id),
-        client_order_id=uuid.uuid4().hex,
+        client_order_id=client_order_id or uuid.uuid4().hex,
         kalshi_order_id=None,
         ticker=template.market_ticker,
         correlation_group=request.correlation_group or None,

@@ -2,11 +2,10 @@
 
 Orders go over the order path's own connections (``executor.exchange.order_pool``): opened and
 TLS-handshaken at start-up, kept alive, each request made from a template proved equal to h11's
-serialisation (``order_template``), each response parsed by h11 (``order_connection``). Everything
-else (the account poll, start-up checks) goes through one long-lived HTTP/1.1 keep-alive
-``httpx.AsyncClient`` (``executor.exchange.rest``), whose request and response models cost
-hundreds of µs a request, which is fine off the order path. Both verify TLS against the same CA
-file (never switched off) and are pre-warmed before the client is handed out.
+serialisation (``order_template``), each response parsed by llhttp (``order_response``). The rest
+(the account poll, start-up checks) goes through one keep-alive ``httpx.AsyncClient``
+(``executor.exchange.rest``), whose models cost hundreds of µs a request, fine off the order
+path. Both verify TLS against the same CA file and are pre-warmed before the client is handed out.
 
 An order attempt that wrote any byte and then lost its connection raises
 :class:`ExchangeAmbiguous` (as a timeout raises :class:`ExchangeTimeout`, one of its kind): never

@@ -9,15 +9,18 @@ exists (a refused start leaves no file behind):
   left last.
 - stage two, :func:`open_order_path`, entered after telemetry is open (and the database proven
   writable) and before the socket is published, left after the fires nursery is done, before
-  telemetry closes. In order: reconciliation of the rows earlier runs left open, from as far back
-  as the exchange lists orders (``executor.exchange.reconcile``; the corrections committed first),
-  the risk gate's warm start from the corrected ``orders_fired`` (a worker thread), the shadow
-  lane (closed and drained at exit) and the pollers (the account poll, first poll before serving,
-  later polls also following every open order, only those of unknown outcome while the
-  exchange's stream is trusted; the heartbeat; the stream, ``executor.exchange.stream``, unless
-  ``--stream off``; and the book guard, ``executor.fire.book_guard``, which carries a kill-switch
-  engage or an audit outage to the exchange's book, after this run's order group is recorded in
-  the database).
+  telemetry closes. In order: this installation's ``client_order_id`` prefix
+  (``executor.recording.installation``), adoption of the orders the exchange has from it with no
+  row (``executor.exchange.adoption``; committed first), reconciliation of the rows earlier runs
+  left open, from as far back as the exchange lists orders (``executor.exchange.reconcile``; the
+  corrections committed next; the intent journal's rows were replayed when telemetry opened), the
+  risk gate's warm start from the corrected ``orders_fired`` (a worker thread), the shadow lane
+  (closed and drained at exit) and the pollers (the account poll, first poll before serving, later
+  polls also following every open order, only those of unknown outcome while the exchange's stream
+  is trusted; the heartbeat; the stream, ``executor.exchange.stream``, unless ``--stream off``;
+  the book guard, ``executor.fire.book_guard``, which carries a kill-switch engage or an audit
+  outage to the exchange's book, after this run's order group is recorded in the database; later
+  adoption passes, also after every audit outage).
 
 :class:`OrderPathFactory` is what the server is given: the two stages, in the order it enters them.
 Every start-up failure is one :class:`~executor.config.StartupError` line. Exit order: pollers
@@ -48,6 +51,7 @@ from executor.exchange.account import (
     serve_account,
     serve_heartbeats,
 )
+from executor.exchange.adoption import Adopter, adopt_at_startup, tell_risk_gate
 from executor.exchange.dispatcher import OrderDispatcher, OrderPolicy
 from executor.exchange.reconcile import CollectedRows, Reconciler
 from executor.exchange.rest import tls_context
@@ -65,7 +69,10 @@ from executor.exchange.transport import ExchangeClient
 from executor.fire.book_guard import BookGuard, book_guard, record_run_group
 from executor.fire.exchange_side import ExchangeSide, open_exchange_side, silent
 from executor.fire.path import FirePath, OrderPath
+from executor.recording.audit_trail import AuditTransition
+from executor.recording.installation import ClientOrderIds, load_installation
 from executor.recording.open_orders import LIVE_WINDOW_MS, load_open_orders, write_corrections
+from executor.recording.rows import OrderRow
 from executor.settings import Settings
 from executor.signer import KalshiSigner
 from executor.telemetry import Telemetry, row_fields
@@ -184,6 +191,24 @@ async def open_order_path(
                 open_exchange_side(settings, signer=signer, announce=announce)
             )
         client = side.client
+        run_started_ms = wall_ms()
+        installation = await trio.to_thread.run_sync(
+            load_installation, telemetry_db, run_started_ms
+        )
+        journal = telemetry.journal
+        adopter = Adopter(
+            client,
+            installation.ids,
+            telemetry_db,
+            time_in_force=settings.exchange.time_in_force,
+            self_trade_prevention_type=settings.exchange.self_trade_prevention_type,
+            run_started_ms=run_started_ms,
+            adopt_since_ms=installation.adopt_since_ms,
+            in_flight=journal.outstanding if journal is not None else frozenset,
+        )
+        if not installation.created:  # a new prefix cannot be on the exchange yet
+            step("adopting the exchange's orders of this installation that have no row")
+            await adopt_at_startup(adopter, telemetry_db)
         reconciler = Reconciler(client, telemetry)
         step("reconciling the orders earlier runs left unresolved")
         await _reconcile_earlier_runs(reconciler, telemetry_db)
@@ -198,10 +223,30 @@ async def open_order_path(
             settings.exchange, writer, reconciler, telemetry, side.group, kill_switch, telemetry
         )
         fire_path = _fire_path(
-            settings, telemetry, kill_switch, client, risk, reconciler, guard, stream
+            settings,
+            telemetry,
+            kill_switch,
+            client,
+            risk,
+            reconciler,
+            guard,
+            stream,
+            ids=installation.ids,
+            adopter=adopter,
         )
         orders = fire_path.orders
         assert orders is not None
+
+        def adopted_later(row: OrderRow) -> None:
+            tell_risk_gate(risk, row)
+            reconciler.follow(row)
+
+        def outage_ended(transition: AuditTransition) -> None:
+            if transition.available:
+                adopter.request_pass()
+
+        telemetry.audit_trail.on_change(outage_ended)
+        telemetry.audit_trail.on_change(guard.hear_audit)
         async with trio.open_nursery() as lane_nursery:
             await lane_nursery.start(orders.lane.run)
             try:
@@ -229,6 +274,7 @@ async def open_order_path(
                         endpoint = await _stream_endpoint(settings, side)
                         await pollers.start(serve_stream, endpoint, stream, orders.stream_state)
                     await pollers.start(guard.run)
+                    await pollers.start(adopter.serve, telemetry, adopted_later)
                     try:
                         yield fire_path
                     finally:
@@ -248,6 +294,9 @@ def _fire_path(
     reconciler: Reconciler,
     guard: BookGuard,
     stream: StreamedOrders | None = None,
+    *,
+    ids: ClientOrderIds,
+    adopter: Adopter,
 ) -> FirePath:
     exchange = settings.exchange
     policy = OrderPolicy(
@@ -260,7 +309,7 @@ def _fire_path(
         order_group_id=None if guard.group is None else guard.group.order_group_id,
     )
     orders = OrderPath(
-        dispatcher=OrderDispatcher(client, telemetry, policy, reconciler),
+        dispatcher=OrderDispatcher(client, telemetry, policy, reconciler, ids),
         sink=telemetry,
         lane=ShadowLane(client, presigned=client.place_shadow_now),
         sizing=settings.sizing,
@@ -272,6 +321,7 @@ def _fire_path(
         stream=stream,
         stream_state=None if stream is None else StreamState(),
         book=guard,
+        adopter=adopter,
     )
     return FirePath(
         kill_switch=kill_switch,

@@ -14,9 +14,10 @@ them). The guard makes the exchange hold the same line, in one task beside the a
 - **an orderly shutdown** with ``--cancel-resting-on-exit``: the resting orders are cancelled
   (:meth:`BookGuard.cancel_at_exit`, after the fires are done, before telemetry closes).
 
-The guard looks every ``LOOK_INTERVAL_S`` and at once when :meth:`BookGuard.notify` is called (the
-hook the audit trail's transitions will call); a trigger or reset the exchange refused is asked
-again at the next look, a cancel at most once per order per engagement.
+The guard looks every ``LOOK_INTERVAL_S`` and at once when :meth:`BookGuard.notify` is called
+(every audit-trail transition calls it, through :meth:`BookGuard.hear_audit`); a trigger or reset
+the exchange refused is asked again at the next look, a cancel at most once per order per
+engagement.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from executor.exchange.messages import GOOD_TILL_CANCELED, ExchangeError
 from executor.exchange.order_group import OrderGroup, create_order_group
 from executor.exchange.reconcile import Reconciler
 from executor.exchange.reconcile_terms import OrderRowSink
+from executor.recording.audit_trail import AuditTransition
 from executor.recording.database import TelemetryOpenError
 from executor.recording.order_groups import RecordedGroup, record_order_group
 from executor.recording.rows import OrderRow
@@ -114,6 +116,12 @@ class BookGuard:
     def notify(self) -> None:
         """Look again now (a state the guard follows may have changed). Never checkpoints."""
         self._wake.set()
+
+    def hear_audit(self, transition: AuditTransition) -> None:
+        """An audit-trail transition (``AuditTrailState.on_change``): look at once, so the group
+        is triggered when the trail goes down and reset when it returns without waiting for the
+        next ``LOOK_INTERVAL_S``. Never checkpoints."""
+        self.notify()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Look now, report started, then look every ``LOOK_INTERVAL_S`` until cancelled."""

@@ -60,6 +60,10 @@ class FireCounters:
     """Times a write (an order, a cancel, a group call) waited for rate-limit tokens."""
     read_token_waits: int = 0
     """Times a read (the poll, a lookup) waited for rate-limit tokens."""
+    adopted: int = 0
+    """Orders of this installation the exchange had and the table lacked (rows written)."""
+    foreign_orders: int = 0
+    """Other clients' orders the last adoption pass listed (left alone)."""
 
     lookups_unknown: int = 0
     """Lookups that ended neither found nor absent (the row stays open and is asked again)."""

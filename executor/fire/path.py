@@ -52,19 +52,13 @@ from typing import Final
 import structlog
 
 from executor.clock import stamp_ns
-from executor.decide.decision import (
-    AuditTrail,
-    Decider,
-    Order,
-    OrderRules,
-    Refusal,
-    RefusalKind,
-)
+from executor.decide.decision import AuditTrail, Decider, Order, OrderRules, Refusal, RefusalKind
 from executor.decide.killswitch import KillSwitch
 from executor.decide.order_request import FireRequest, OrderTemplate, Side
 from executor.decide.risk import RiskGate
 from executor.decide.sizing import SizingConfig
 from executor.exchange.account import AccountState
+from executor.exchange.adoption import Adopter, adoption_counts
 from executor.exchange.dispatcher import OrderDispatcher, OrderSink, StartedOrder
 from executor.exchange.shadow_lane import ShadowJob, ShadowLane
 from executor.exchange.stages import FireStamps, PerfToWall, log_resolution, stage_rows
@@ -114,6 +108,7 @@ class OrderPath:
         stream: what the exchange's stream changes (``--stream``), None without it.
         stream_state: the stream's connection counters, None without it.
         book: the book guard (cancels, the order group), whose counters join the fire path's.
+        adopter: the adoption passes (its counters are reported); None adopts nothing.
     """
 
     dispatcher: OrderDispatcher
@@ -128,6 +123,7 @@ class OrderPath:
     stream: StreamedOrders | None = None
     stream_state: StreamState | None = None
     book: BookCounters | None = None
+    adopter: Adopter | None = None
 
     def rules(self) -> OrderRules:
         """What the decision consults with this exchange: sizing, balance, risk gate, guard,
@@ -204,6 +200,7 @@ class FirePath:
                 stream_orders_applied=stream.orders_applied,
             )
         counts.update(book_counts(client, None if self.orders is None else self.orders.book))
+        counts.update(adoption_counts(None if self.orders is None else self.orders.adopter))
         return FireCounters(**counts)
 
     def fire_now(self, message: WakeMessage) -> FireOutcome | None:

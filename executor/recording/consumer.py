@@ -20,8 +20,11 @@ its drops and what this bought are in docs/RESULTS.md (2026-12-01). The drain an
 is safe with SQLite built thread-safe (CPython's build is), provided no two threads use it at once.
 
 A batch whose commit fails is rolled back and retried row by row; a row that still fails is
-dropped, counted (``dropped_write_failed``) and reported by a rate-limited warning; an order row is
-logged at ERROR with the whole row (it is the audit trail).
+dropped, counted (``dropped_write_failed``) and reported by a rate-limited warning. An order row
+refused for good (a CHECK) is logged at ERROR with the whole row (it is the audit trail); one
+refused for a reason that may pass is owed instead: kept in the intent journal and handed back at
+the front of the next batch until it is written (``executor.recording.audit_trail`` keeps the
+trail's state, its transitions and the owed rows).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from typing import Final
 import structlog
 import trio
 
+from executor.recording.audit_trail import AuditTrailState
 from executor.recording.counters import TelemetryCounters
 from executor.recording.database import close_database
 from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow, TelemetryRow, row_fields
@@ -179,6 +183,7 @@ class TelemetryConsumer:
         linger_s: float = BATCH_LINGER_S,
         closed: trio.Event | None = None,
         observe: Callable[[TelemetryRow], None] | None = None,
+        trail: AuditTrailState | None = None,
     ) -> None:
         self._receive = receive
         self._connection = connection
@@ -191,6 +196,7 @@ class TelemetryConsumer:
         self._warnings = _FailureWarnings(path)
         self._order_failures = _OrderFailureLog(path)
         self._observe = observe
+        self.trail = trail if trail is not None else AuditTrailState(counters, path)
         self._held: list[TelemetryRow] = []
         """The batch being gathered or written; cleared only once its outcome is counted."""
 
@@ -233,7 +239,7 @@ class TelemetryConsumer:
                     await in_flight.acquire()
                     self._gather_queued()  # what arrived while the writer was busy
                     # No checkpoint between handing the batch over and forgetting it.
-                    jobs.put(self._held)
+                    jobs.put(self._with_owed(self._held))
                     self._held = []
             finally:
                 jobs.put(None)  # the writer thread ends once the batches before it are written
@@ -278,6 +284,13 @@ class TelemetryConsumer:
                     path=str(self._path),
                     row=row_fields(row),
                 )
+        if self.trail.owed:
+            logger.error(
+                "order rows still owed to the audit trail at exit: the intent journal keeps them"
+                " for the next start",
+                path=str(self._path),
+                rows=self.trail.owed,
+            )
         if heartbeats:
             logger.warning(
                 "heartbeat rows not written before shutdown deadline",
@@ -321,9 +334,15 @@ class TelemetryConsumer:
                 return
             self._hold(row)
 
+    def _with_owed(self, rows: list[TelemetryRow]) -> list[TelemetryRow]:
+        """``rows`` behind the rows owed to the audit trail (oldest first, so order holds)."""
+        owed = self.trail.take_owed()
+        return rows if not owed else [*owed, *rows]
+
     async def _write_held(self) -> None:
         if not self._held:
             return
+        self._held = self._with_owed(self._held)
         outcome = await trio.to_thread.run_sync(
             write_batch, self._connection, self._held, limiter=self._limiter
         )
@@ -337,38 +356,16 @@ class TelemetryConsumer:
         counters.rows_written += outcome.rows_written
         counters.dropped_write_failed += len(outcome.failures)
         counters.order_rows_written += outcome.order_rows_written
-        counters.order_rows_dropped += len(outcome.order_failures)
         if outcome.committed_as_batch:
             counters.batches_committed += 1
         for correlation_id, error in outcome.failures:
             self._warnings.row_dropped(correlation_id, error)
-        for order_row, error in outcome.order_failures:
-            self._order_failures.order_dropped(order_row, error)
         for heartbeat_row, error in outcome.heartbeat_failures:
             self._order_failures.heartbeat_dropped(heartbeat_row, error)
-        self._judge_audit_trail(outcome)
-
-    def _judge_audit_trail(self, outcome: BatchOutcome) -> None:
-        """Mark the audit trail unavailable when an order or heartbeat row failed and none of
-        either kind was written in the batch; available again once one is written."""
-        counters = self._counters
-        written = outcome.order_rows_written + outcome.heartbeat_rows_written
-        failed = outcome.order_failures or outcome.heartbeat_failures
-        if written and not counters.audit_available:
-            counters.audit_available = True
-            logger.warning(
-                "audit trail available again: real fires are sent again", path=str(self._path)
-            )
-        elif failed and not written and counters.audit_available:
-            counters.audit_available = False
-            counters.audit_outages += 1
-            first_error = (outcome.order_failures or outcome.heartbeat_failures)[0][1]
-            logger.error(
-                "audit trail unavailable: real fires are refused until an order or heartbeat "
-                "row is written again",
-                path=str(self._path),
-                error=first_error,
-            )
+        # Order rows: the trail settles the journal, owes what may yet be written, and judges
+        # whether it is available; what it drops for good is logged here.
+        for order_row, error in self.trail.account(outcome):
+            self._order_failures.order_dropped(order_row, error)
 
 
 __all__ = [

@@ -62,6 +62,10 @@ class ServerStatistics:
     """Order lookups that ended neither found nor absent (the row stays open, asked again)."""
     orders_open: int = 0
     """Orders followed now because the exchange has not said how they ended (a gauge)."""
+    adopted: int = 0
+    """Orders of this installation found on the exchange with no row (rows written for them)."""
+    foreign_orders: int = 0
+    """Other clients' orders the last adoption pass listed and left alone (a gauge)."""
 
     def counters_line(self) -> str:
         """The first exit line, in the C++ port's key=value format plus this executor's keys."""
@@ -78,8 +82,8 @@ class ServerStatistics:
     def later_counters(self) -> str:
         """The keys the exit line gained after ``log_dropped``, oldest first (reconciliation's,
         signing ahead's, the audit trail's, the stream's, the book's and the rate limits', the
-        three-state lookups'), which the command line prints after every older key; a new key
-        goes at the end."""
+        three-state lookups', adoption's), which the command line prints after every older key;
+        a new key goes at the end."""
         return (
             f"reconciled={self.reconciled} reconcile_failed={self.reconcile_failed} "
             f"presigned={self.presigned} signed_inline={self.signed_inline} "
@@ -93,7 +97,8 @@ class ServerStatistics:
             f"cancels_sent={self.cancels_sent} cancels_failed={self.cancels_failed} "
             f"order_group_triggered={self.order_group_triggered} "
             f"write_token_waits={self.write_token_waits} read_token_waits={self.read_token_waits} "
-            f"lookups_unknown={self.lookups_unknown} orders_open={self.orders_open}"
+            f"lookups_unknown={self.lookups_unknown} orders_open={self.orders_open} "
+            f"adopted={self.adopted}"
         )
 
 
@@ -121,6 +126,17 @@ class TelemetryStatistics:
     with nothing of either kind written in the same batch)."""
     audit_unavailable: int = 0
     """1 while the audit trail is unavailable (real fires refused), else 0."""
+    order_rows_kept: int = 0
+    """Order rows the database refused for a reason that may pass, kept in the intent journal
+    and written once the trail is back (``order_rows_written`` counts them then)."""
+    journal_replayed: int = 0
+    """Rows start-up wrote from the intent journal because the database lacked them."""
+    journal_torn: int = 0
+    """Intent-journal records start-up skipped: cut short or corrupt (a kill mid-write)."""
+    intents_unrecorded: int = 0
+    """Real orders not sent because their intent record could not be written."""
+    order_rows_owed: int = 0
+    """Kept rows not yet written (now)."""
 
     def exit_line(self) -> str:
         """The second exit line: where every latency row and every order row went."""
@@ -131,7 +147,9 @@ class TelemetryStatistics:
             f"dropped_write_failed={self.dropped_write_failed} "
             f"order_rows_written={self.order_rows_written} "
             f"order_rows_dropped={self.order_rows_dropped} "
-            f"audit_outages={self.audit_outages} audit_unavailable={self.audit_unavailable}"
+            f"audit_outages={self.audit_outages} audit_unavailable={self.audit_unavailable} "
+            f"order_rows_kept={self.order_rows_kept} journal_replayed={self.journal_replayed} "
+            f"journal_torn={self.journal_torn}"
         )
 
 
@@ -153,9 +171,14 @@ class TelemetryCounters:
     audit_outages: int = 0
     audit_available: bool = True
     """False from a failed audit write (order or heartbeat row) until one succeeds again."""
+    order_rows_kept: int = 0
+    journal_replayed: int = 0
+    journal_torn: int = 0
+    intents_unrecorded: int = 0
 
-    def snapshot(self, queued: int) -> TelemetryStatistics:
-        """The counters now, with ``queued`` rows waiting in the channel."""
+    def snapshot(self, queued: int, owed: int = 0) -> TelemetryStatistics:
+        """The counters now, with ``queued`` rows waiting in the channel and ``owed`` rows
+        waiting for the audit trail."""
         return TelemetryStatistics(
             rows_written=self.rows_written,
             dropped_ring_full=self.dropped_ring_full,
@@ -167,6 +190,11 @@ class TelemetryCounters:
             order_rows_dropped=self.order_rows_dropped,
             audit_outages=self.audit_outages,
             audit_unavailable=int(not self.audit_available),
+            order_rows_kept=self.order_rows_kept,
+            journal_replayed=self.journal_replayed,
+            journal_torn=self.journal_torn,
+            intents_unrecorded=self.intents_unrecorded,
+            order_rows_owed=owed,
         )
 
 

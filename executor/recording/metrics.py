@@ -88,11 +88,13 @@ _GAUGES: Final = {
     "stream_connected": "1 while the exchange's stream is connected and reconciled, else 0",
     "order_group_triggered": "1 while this executor has its order group triggered",
     "orders_open": "orders followed now because the exchange has not said how they ended",
+    "foreign_orders": "other clients' orders the last adoption pass listed and left alone",
 }
 """ServerStatistics fields that go up and down; every other int field is a counter."""
 
 _TELEMETRY_GAUGES: Final = {
     "audit_unavailable": "1 while the audit trail cannot be written and real fires are refused",
+    "order_rows_owed": "order rows the database refused, kept in the intent journal, unwritten",
 }
 """TelemetryStatistics fields that go up and down (``queued`` is the channel depth gauge)."""
 

@@ -52,6 +52,9 @@ so start-up asks again about rows this young and a lookup may conclude "absent" 
 targets 3 months for its live tier and moves the cutoff forward in steps it does not publish
 (getting_started_historical_data.md); a month sits well inside that whatever the step. A guess
 at the step, not a published figure; older rows would need ``GET /historical/orders``."""
+ADOPTED_MESSAGE: Final = "adopted from the exchange: no local record"
+"""The ``error_message`` of a row written for an order found on the exchange with this
+installation's prefix and no row (``executor.exchange.adoption``)."""
 
 _COLUMNS: Final = (
     "correlation_id, client_order_id, kalshi_order_id, ticker, correlation_group, outcome_side,"
@@ -166,6 +169,7 @@ def write_corrections(db_path: Path, rows: list[OrderRow]) -> BatchOutcome:
 
 
 __all__ = [
+    "ADOPTED_MESSAGE",
     "CANCELLED_AT_SHUTDOWN",
     "LIVE_WINDOW_MS",
     "NO_SUCH_ORDER_PREFIX",

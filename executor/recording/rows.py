@@ -98,12 +98,16 @@ class OrderRowKind(enum.Enum):
     """How the writer applies an :class:`OrderRow` (DISPATCH.md §4 steps 4, 7 and 8)."""
 
     PENDING = "pending"
-    """Plain INSERT of the request, before it is sent."""
+    """INSERT of the request, before it is sent, unless its order has a row already (its
+    resolution landed first)."""
     RESOLUTION = "resolution"
     """Upsert on ``client_order_id``: every column but it and ``requested_at_ms`` is replaced, so
     a resolution whose pending row was dropped still lands whole."""
     REJECTED = "rejected"
     """Plain INSERT of an order the fire path refused before sending."""
+    ADOPTED = "adopted"
+    """INSERT of an order found on the exchange with no local record, unless it has a row by
+    then (``executor.exchange.adoption``); a pending row is written the same way."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,6 +64,9 @@ _INSERT_ORDER: Final = (
     f"INSERT INTO orders_fired ({', '.join(_ORDER_COLUMNS)})"
     f" VALUES ({', '.join('?' for _ in _ORDER_COLUMNS)})"
 )
+# A pending or adopted row goes in only when its order has no row yet: a pending row that arrives
+# after its resolution (an owed row written late, a replay) must not undo it.
+_INSERT_ORDER_IF_ABSENT: Final = _INSERT_ORDER + " ON CONFLICT (client_order_id) DO NOTHING"
 # A resolution replaces everything but its key and the time the request was first made, so it
 # lands whole when its pending row never did, and keeps the pending's requested_at_ms when it did.
 _UPSERT_ORDER: Final = (
@@ -164,9 +167,16 @@ def _order_values(row: OrderRow) -> tuple[object, ...]:
 
 
 def _write_order(connection: sqlite3.Connection, row: OrderRow, now_ms: int) -> None:
-    """Insert (pending, rejected) or upsert (resolution) one order row, its parent first."""
+    """Insert (rejected), insert unless present (pending, adopted) or upsert (resolution) one
+    order row, its parent first."""
     connection.execute(_INSERT_CORRELATION, (row.correlation_id, now_ms))
-    statement = _UPSERT_ORDER if row.kind is OrderRowKind.RESOLUTION else _INSERT_ORDER
+    kind = row.kind
+    if kind is OrderRowKind.RESOLUTION:
+        statement = _UPSERT_ORDER
+    elif kind is OrderRowKind.REJECTED:
+        statement = _INSERT_ORDER
+    else:
+        statement = _INSERT_ORDER_IF_ABSENT
     connection.execute(statement, _order_values(row))
 
 
@@ -228,6 +238,8 @@ class BatchOutcome:
     """``(row, error)`` for each order row dropped (refused by a CHECK, or the disk failed)."""
     heartbeat_failures: list[tuple[HeartbeatRow, str]] = dataclasses.field(default_factory=list)
     heartbeat_rows_written: int = 0
+    order_rows_committed: list[OrderRow] = dataclasses.field(default_factory=list)
+    """The order rows committed, in batch order (the intent journal settles on them)."""
 
 
 def write_batch(connection: sqlite3.Connection, rows: list[TelemetryRow]) -> BatchOutcome:
@@ -245,6 +257,10 @@ def write_batch(connection: sqlite3.Connection, rows: list[TelemetryRow]) -> Bat
             committed_as_batch=True,
             order_rows_written=order_rows,
             heartbeat_rows_written=heartbeat_rows,
+            # Only batches that hold order rows (a few per fire) pay for this pass.
+            order_rows_committed=[row for row in rows if type(row) is OrderRow]
+            if order_rows
+            else [],
         )
     return write_rows_one_by_one(connection, rows, now_ms)
 
@@ -259,6 +275,7 @@ def write_rows_one_by_one(
     failures: list[tuple[str, str]] = []
     order_failures: list[tuple[OrderRow, str]] = []
     heartbeat_failures: list[tuple[HeartbeatRow, str]] = []
+    order_committed: list[OrderRow] = []
     for row in rows:
         if time.monotonic() > give_up_at:
             error = "row retry budget exhausted"
@@ -275,6 +292,7 @@ def write_rows_one_by_one(
                     written += 1
                 elif isinstance(row, OrderRow):
                     order_written += 1
+                    order_committed.append(row)
                 else:
                     heartbeat_written += 1
                 continue
@@ -292,4 +310,5 @@ def write_rows_one_by_one(
         order_failures=order_failures,
         heartbeat_failures=heartbeat_failures,
         heartbeat_rows_written=heartbeat_written,
+        order_rows_committed=order_committed,
     )

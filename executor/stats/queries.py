@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from executor.recording.open_orders import (
+    ADOPTED_MESSAGE,
     CANCELLED_AT_SHUTDOWN,
     NO_SUCH_ORDER_PREFIX,
     OPEN_ROWS_PARAMS,
@@ -277,20 +278,22 @@ def read_orders(connection: sqlite3.Connection, since_ms: int | None) -> dict[st
 def _read_reconciliation(
     connection: sqlite3.Connection, where: str, params: list[Any]
 ) -> dict[str, int]:
-    """Rows the exchange's answer corrected, rows it did not have, rows still unknown, and every
-    row still open.
+    """Rows the exchange's answer corrected, rows it did not have, rows still unknown, every row
+    still open, and rows adopted from it.
 
     Read from ``error_message``, which reconciliation writes (``executor.exchange.reconcile``):
     the executor's ``reconciled`` / ``reconcile_failed`` counters over the file's history;
     ``outcome_unknown`` the error rows still to be settled; ``open`` every row the account poll
-    and start-up still ask about (those, pending, submitted, accepted, resting partly filled).
+    and start-up still ask about (those, pending, submitted, accepted, resting partly filled);
+    ``adopted`` the adoption counter's (``executor.exchange.adoption``).
     """
     prefix = f"{where} {'AND' if where else 'WHERE'}"
-    (reconciled, failed, unknown) = connection.execute(
+    (reconciled, failed, unknown, adopted) = connection.execute(
         "SELECT COUNT(*) FILTER (WHERE substr(error_message, 1, ?) = ?),"
         " COUNT(*) FILTER (WHERE status = 'error' AND substr(error_message, 1, ?) = ?),"
         " COUNT(*) FILTER (WHERE status = 'error' AND kalshi_order_id IS NULL"
-        "   AND (substr(error_message, 1, ?) = ? OR error_message = ?))"
+        "   AND (substr(error_message, 1, ?) = ? OR error_message = ?)),"
+        " COUNT(*) FILTER (WHERE error_message = ?)"
         f" FROM orders_fired {prefix} error_message IS NOT NULL",
         [
             len(RECONCILED_PREFIX),
@@ -300,6 +303,7 @@ def _read_reconciliation(
             len(OUTCOME_UNKNOWN_PREFIX),
             OUTCOME_UNKNOWN_PREFIX,
             CANCELLED_AT_SHUTDOWN,
+            ADOPTED_MESSAGE,
             *params,
         ],
     ).fetchone()
@@ -312,6 +316,7 @@ def _read_reconciliation(
         "reconcile_failed": int(failed),
         "outcome_unknown": int(unknown),
         "open": int(still_open),
+        "adopted": int(adopted),
     }
 
 

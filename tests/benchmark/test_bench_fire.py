@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -44,6 +45,7 @@ from bench.scenarios.fire import (
 from bench.scenarios.order_wire import main as order_wire_main
 from bench.scenarios.variants import VARIANTS
 from bench.scenarios.variants import main as variants_main
+from executor.book_settings import MAX_ORDER_GROUP_CONTRACTS_LIMIT
 from executor.clock import clock_domain
 from executor.exchange.transport import (
     ExchangeEndpoint,
@@ -54,8 +56,11 @@ from executor.exchange.transport import (
     order_body,
 )
 from executor.fake.exchange import FakeCredentials, FakeExchange, serve_fake_exchange
+from executor.recording.intent_journal import journal_path, read_journal
 from executor.signer import KalshiSigner
+from executor.telemetry import Telemetry
 from executor.wire.protocol import WakeMessage
+from tests.support.rows import order_row, running_telemetry
 
 UNPINNED = ["--placement", "unpinned"]
 """Placement is its own configuration (tested apart); these tests run each executor once."""
@@ -195,6 +200,8 @@ def test_fire_environment_points_at_the_fake_and_raises_every_limit() -> None:
     assert env["KALSHI_RISK_GATE_ENABLED"] == "true"
     assert all(int(env[name]) >= 10**9 for name in RISK_VARIABLES)
     assert env["KALSHI_RISK_REFIRE_COOLDOWN_SECONDS"] == "0"
+    # A run's real orders stay in the run's order group but never reach its limit.
+    assert int(env["KALSHI_ORDER_GROUP_CONTRACTS_LIMIT"]) == MAX_ORDER_GROUP_CONTRACTS_LIMIT
 
 
 def test_baseline_config_needs_both_credentials_and_demo() -> None:
@@ -356,6 +363,8 @@ def test_variants_refuse_an_unknown_name() -> None:
     """bench.scenarios.variants names its variants and refuses anything else before starting one."""
     assert set(VARIANTS) == {
         "idle-lane",
+        "no-intent",
+        "timed-intent",
         "httpx-orders",
         "chunked-rows",
         "acks-per-frame",
@@ -379,3 +388,27 @@ def test_the_order_wire_ab_runs_both_streams_against_the_fake(
     out = capsys.readouterr().out
     assert out.count("stdlib:") == 2 and out.count("trio:") == 2
     assert "wire p50: stdlib" in out and "ratio" in out
+
+
+async def test_the_intent_variants_turn_the_record_off_and_time_it(
+    short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``no-intent`` leaves the journal untouched by a real order's record; ``timed-intent``
+    keeps the record and writes one duration per record to ``$TIMED_INTENT_OUT`` at exit."""
+    monkeypatch.setattr(Telemetry, "record_intent", Telemetry.record_intent)  # restored after
+    at_exit: list[Any] = []
+    monkeypatch.setattr("atexit.register", at_exit.append)
+    out = short_dir / "durations.txt"
+    monkeypatch.setenv("TIMED_INTENT_OUT", str(out))
+    VARIANTS["timed-intent"]()
+    async with running_telemetry(short_dir / "t.db", intent_journal=True) as telemetry:
+        telemetry.record_intent(order_row(client_order_id="a" * 32))
+        telemetry.record_intent(order_row(client_order_id="b" * 32))
+        assert len(read_journal(journal_path(short_dir / "t.db")).rows) == 2
+    (write_out,) = at_exit
+    write_out()
+    assert [int(line) > 0 for line in out.read_text().splitlines()] == [True, True]
+    VARIANTS["no-intent"]()
+    async with running_telemetry(short_dir / "u.db", intent_journal=True) as telemetry:
+        telemetry.record_intent(order_row())
+        assert read_journal(journal_path(short_dir / "u.db")).rows == []

@@ -16,6 +16,7 @@ import trio
 import trio.testing
 from structlog.testing import capture_logs
 
+import executor.fire.assembly as assembly_module
 from executor.book_settings import BookSettings
 from executor.decide.killswitch import KillSwitch
 from executor.decide.risk import RiskLimits
@@ -23,6 +24,10 @@ from executor.decide.sizing import SizingConfig
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.fire.assembly import order_path_factory
 from executor.fire.book_guard import LOOK_INTERVAL_S, BookGuard, book_guard
+from executor.recording.audit_trail import AuditTrailState
+from executor.recording.counters import TelemetryCounters
+from executor.recording.rows import HeartbeatRow
+from executor.recording.sqlite_writer import BatchOutcome
 from executor.settings import ExchangeSettings, Settings
 from executor.wire.client import connect
 from tests.service.test_audit_trail import HEARTBEAT_S, WAIT_S, query, set_fault, wake
@@ -305,3 +310,79 @@ async def test_a_look_that_raises_is_logged_and_the_guard_looks_again(
     assert [entry["event"] for entry in logs if entry["log_level"] == "error"] == [
         "book guard look failed"
     ]
+
+
+HEARTBEAT = HeartbeatRow(
+    process="executor", pid=1, started_at_ms=1, beat_at_ms=2, queue_depth=0, dropped_rows=0
+)
+"""A heartbeat row for batch outcomes (its failure is an audit outage)."""
+
+
+class CountingSwitch:
+    """A kill switch that is never engaged and counts how often it was read (one per look)."""
+
+    def __init__(self) -> None:
+        self.readings = 0
+
+    def engaged_reason(self) -> str | None:
+        self.readings += 1
+        return None
+
+
+def idle_guard(switch: CountingSwitch) -> BookGuard:
+    """A guard with nothing to cancel or trigger, over ``switch``."""
+    return BookGuard(
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        group=None,
+        kill_switch=switch,  # type: ignore[arg-type]
+        audit=None,
+        cancel_on_engage=True,
+        trigger_on_engage=True,
+    )
+
+
+async def test_an_audit_transition_makes_the_guard_look_at_once(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """Attached to the audit trail, the guard looks the moment the trail goes down and again the
+    moment it returns, with the clock standing still (not at its next interval)."""
+    guard = idle_guard(CountingSwitch())
+    trail = AuditTrailState(TelemetryCounters(), Path("t.db"))
+    trail.on_change(guard.hear_audit)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(guard.run)
+        await trio.testing.wait_all_tasks_blocked()
+        assert guard.looks == 1
+        trail.account(BatchOutcome(0, False, heartbeat_failures=[(HEARTBEAT, "disk is full")]))
+        await trio.testing.wait_all_tasks_blocked()
+        assert guard.looks == 2
+        trail.account(BatchOutcome(0, True, heartbeat_rows_written=1))
+        await trio.testing.wait_all_tasks_blocked()
+        assert guard.looks == 3
+        nursery.cancel_scope.cancel()
+
+
+async def test_without_a_transition_the_guard_waits_for_its_interval(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """The negative twin: batches that change nothing wake no look before the interval."""
+    guard = idle_guard(CountingSwitch())
+    trail = AuditTrailState(TelemetryCounters(), Path("t.db"))
+    trail.on_change(guard.hear_audit)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(guard.run)
+        trail.account(BatchOutcome(3, True))
+        await trio.testing.wait_all_tasks_blocked()
+        assert guard.looks == 1
+        mock_clock.jump(LOOK_INTERVAL_S)
+        await trio.testing.wait_all_tasks_blocked()
+        assert guard.looks == 2
+        nursery.cancel_scope.cancel()
+
+
+def test_the_order_path_attaches_the_guard_to_the_audit_trail() -> None:
+    """Start-up wires the audit trail's transitions to the guard (a listener, not a poll)."""
+    source = Path(assembly_module.__file__).read_text(encoding="utf-8")
+    assert "audit_trail.on_change(guard.hear_audit)" in source

@@ -214,6 +214,7 @@ async def test_an_order_the_exchange_never_had_stays_error_and_stats_show_it(
         "reconcile_failed": 1,
         "outcome_unknown": 0,
         "open": 0,
+        "adopted": 0,
     }
     assert stats_main(["--telemetry-db", str(running.db_path)]) == 0
     assert "reconciliation: reconciled=0 reconcile_failed=1" in capsys.readouterr().out

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from executor.recording.database import open_database
 from executor.recording.open_orders import (
+    ADOPTED_MESSAGE,
     NO_SUCH_ORDER_PREFIX,
     OUTCOME_UNKNOWN_PREFIX,
     RECONCILED_PREFIX,
@@ -216,6 +217,7 @@ def test_orders_and_heartbeats_when_the_tables_exist(
             "reconcile_failed": 0,
             "outcome_unknown": 0,
             "open": 5,  # the accepted rows: the exchange has not said how they ended
+            "adopted": 0,
         },
     }
     (beat,) = document["heartbeats"]
@@ -231,9 +233,9 @@ def test_orders_and_heartbeats_when_the_tables_exist(
 def test_reconciled_and_unresolved_orders_are_counted(
     capsys: pytest.CaptureFixture[str], known_db: tuple[Path, dict[tuple[str, str], list[float]]]
 ) -> None:
-    """Rows reconciliation corrected, rows the exchange did not have, and rows still of
-    unknown outcome are counted apart, and the rows still open (a definite error is none of
-    them; an absent row is not open)."""
+    """Rows reconciliation corrected, rows the exchange did not have, rows still of unknown
+    outcome and rows adopted from the exchange are counted apart, and the rows still open (a
+    definite error is none of them; an absent row is not open)."""
     path, _ = known_db
     rows = [
         ("filled", RECONCILED_PREFIX + "no response within 2 s"),
@@ -242,6 +244,7 @@ def test_reconciled_and_unresolved_orders_are_counted(
         ("error", OUTCOME_UNKNOWN_PREFIX + "no response within 2 s"),
         ("error", "cancelled at shutdown"),
         ("error", "400 invalid_parameters: bad"),
+        ("filled", ADOPTED_MESSAGE),
     ]
     with connect(path) as db:
         for index, (status, error) in enumerate(rows):
@@ -258,6 +261,7 @@ def test_reconciled_and_unresolved_orders_are_counted(
         "reconcile_failed": 1,
         "outcome_unknown": 2,
         "open": 2,
+        "adopted": 1,
     }
 
 

@@ -122,6 +122,16 @@ class RecordingSink:
         self.events.append(("stage", row.stage.value))
         self.latency.append(row)
 
+    intent_error: OSError | None = None
+    """Set to make the intent record fail (the journal's disk is full)."""
+    intents: list[OrderRow] = field(default_factory=list)
+
+    def record_intent(self, row: OrderRow) -> None:
+        if self.intent_error is not None:
+            raise self.intent_error
+        self.events.append(("intent", row.client_order_id))
+        self.intents.append(row)
+
     def record_pending(self, row: OrderRow) -> None:
         self.events.append(("pending", row.client_order_id))
         if not self.drop_pending:

@@ -80,6 +80,7 @@ EXTRA_SERVER_KEYS = (
     "read_token_waits",
     "lookups_unknown",
     "orders_open",
+    "adopted",
 )
 """This executor's additions, at the end of the first counter line."""
 LATER_SERVER_KEYS = EXTRA_SERVER_KEYS[EXTRA_SERVER_KEYS.index("log_dropped") + 1 :]
@@ -100,6 +101,9 @@ EXTRA_TELEMETRY_KEYS = (
     "order_rows_dropped",
     "audit_outages",
     "audit_unavailable",
+    "order_rows_kept",
+    "journal_replayed",
+    "journal_torn",
 )
 """This executor's additions (orders_fired rows), at the end of the second counter line."""
 

@@ -1,0 +1,150 @@
+"""Adoption: the exchange's orders of this installation that have no row get one; other clients'
+orders, orders with a row and orders in flight are left alone.
+
+Over TLS against the in-process fake; the orders are put on its book directly (as an earlier run
+or another client would have sent them), and the table is a real telemetry database.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import trio
+
+from executor.clock import wall_ms
+from executor.decide.recent_orders import load_recent_orders
+from executor.exchange.adoption import ADOPTED_MESSAGE, Adopter
+from executor.exchange.messages import order_body
+from executor.exchange.reconcile import CollectedRows
+from executor.fake.exchange import FakeCredentials, FakeExchange
+from executor.recording.database import close_database, open_database
+from executor.recording.installation import ClientOrderIds, load_installation
+from executor.recording.open_orders import write_corrections
+from executor.recording.rows import OrderStatus
+from executor.recording.sqlite_writer import write_batch
+from tests.support.orders import TICKER, spec, transport
+from tests.support.rows import order_row
+
+IDS = ClientOrderIds("0badcafe")
+"""The installation under test."""
+
+
+def put_on_book(exchange: FakeExchange, client_order_id: str, **overrides: object) -> str:
+    """Place an order on the fake's book as if it had been sent; its exchange order id."""
+    return str(exchange.place_order(order_body(spec(client_order_id, **overrides)))["order_id"])
+
+
+def adopter_for(client: object, db_path: Path, in_flight: frozenset[str] = frozenset()) -> Adopter:
+    """An adopter of ``IDS`` looking back a minute, fill_or_kill configured."""
+    now_ms = wall_ms()
+    return Adopter(
+        client,  # type: ignore[arg-type]
+        IDS,
+        db_path,
+        time_in_force="fill_or_kill",
+        self_trade_prevention_type="taker_at_cross",
+        run_started_ms=now_ms,
+        adopt_since_ms=now_ms - 60_000,
+        in_flight=lambda: in_flight,
+    )
+
+
+def fresh_db(path: Path) -> Path:
+    """A telemetry database with its tables and no rows."""
+    connection, _ = open_database(path)
+    close_database(connection, path)
+    return path
+
+
+async def test_only_our_orders_without_a_row_are_adopted(
+    fake_exchange: FakeExchange, fake_credentials: FakeCredentials, short_dir: Path
+) -> None:
+    """Of six orders on the book: our filled one and our resting one without rows are adopted
+    with the exchange's status, fill and id and the adoption message; our order with a row and
+    our order in flight are not; the two other clients' orders are counted and left alone."""
+    db_path = fresh_db(short_dir / "t.db")
+    filled, resting, recorded, flying = (IDS.mint() for _ in range(4))
+    filled_id = put_on_book(fake_exchange, filled)
+    resting_id = put_on_book(fake_exchange, resting, time_in_force="good_till_canceled", side="ask")
+    put_on_book(fake_exchange, recorded)
+    put_on_book(fake_exchange, flying)
+    for _ in range(2):
+        put_on_book(fake_exchange, uuid.uuid4().hex)  # another client on the same ticker
+    connection, _ = open_database(db_path)
+    write_batch(connection, [order_row(client_order_id=recorded)])
+    close_database(connection, db_path)
+    collected = CollectedRows()
+    async with transport(fake_exchange, fake_credentials) as client:
+        adopter = adopter_for(client, db_path, frozenset({flying}))
+        summary = await adopter.adopt(collected)
+    assert summary is not None
+    assert (summary.listed, summary.foreign) == (6, 2)
+    assert (adopter.adopted, adopter.foreign_orders) == (2, 2)
+    rows = {row.client_order_id: row for row in collected.rows}
+    assert set(rows) == {filled, resting}
+    assert (rows[filled].status, rows[filled].kalshi_order_id) == (OrderStatus.FILLED, filled_id)
+    assert (rows[filled].fill_count, rows[filled].count, rows[filled].ticker) == (
+        "3.00",
+        "3.00",
+        TICKER,
+    )
+    assert (rows[filled].outcome_side, rows[filled].price_dollars) == ("yes", "0.4200")
+    assert rows[resting].status is OrderStatus.ACCEPTED
+    assert (rows[resting].kalshi_order_id, rows[resting].outcome_side) == (resting_id, "no")
+    assert rows[resting].remaining_count == "3.00"
+    assert {row.error_message for row in rows.values()} == {ADOPTED_MESSAGE}
+
+
+async def test_nothing_is_adopted_when_every_order_has_its_row(
+    fake_exchange: FakeExchange, fake_credentials: FakeCredentials, short_dir: Path
+) -> None:
+    """The negative twin: our orders all recorded, another client's listed: no row written."""
+    db_path = fresh_db(short_dir / "t.db")
+    ours = IDS.mint()
+    put_on_book(fake_exchange, ours)
+    put_on_book(fake_exchange, uuid.uuid4().hex)
+    connection, _ = open_database(db_path)
+    write_batch(connection, [order_row(client_order_id=ours)])
+    close_database(connection, db_path)
+    collected = CollectedRows()
+    async with transport(fake_exchange, fake_credentials) as client:
+        adopter = adopter_for(client, db_path)
+        await adopter.adopt(collected)
+    assert collected.rows == [] and adopter.adopted == 0 and adopter.foreign_orders == 1
+
+
+async def test_adopted_rows_are_written_once_and_the_warm_start_reads_them(
+    fake_exchange: FakeExchange, fake_credentials: FakeCredentials, short_dir: Path
+) -> None:
+    """Committed, an adopted row is an attempt and a fill for the risk gate's warm start; a
+    second pass finds the row and adopts nothing."""
+    db_path = fresh_db(short_dir / "t.db")
+    put_on_book(fake_exchange, IDS.mint())
+    async with transport(fake_exchange, fake_credentials) as client:
+        adopter = adopter_for(client, db_path)
+        first = CollectedRows()
+        await adopter.adopt(first)
+        await trio.to_thread.run_sync(write_corrections, db_path, first.rows)
+        second = CollectedRows()
+        await adopter.adopt(second)
+    assert (len(first.rows), second.rows) == (1, [])
+    (past,) = load_recent_orders(db_path, wall_ms())
+    assert (past.ticker, past.count, past.fill_count) == (TICKER, 3.0, 3.0)
+
+
+def test_the_prefix_is_kept_with_the_database_and_minted_ids_are_32_hex(short_dir: Path) -> None:
+    """The first load makes a prefix, later loads return the same one; every id minted with it
+    is 32 lowercase hex digits starting with it, and is recognised as ours while another
+    client's uuid4 hex is not."""
+    db_path = fresh_db(short_dir / "t.db")
+    first = load_installation(db_path, 1_000)
+    again = load_installation(db_path, 2_000)
+    assert first.created and not again.created
+    assert again.prefix == first.prefix and again.adopt_since_ms == 1_000
+    minted = {first.ids.mint() for _ in range(100)}
+    assert len(minted) == 100
+    assert all(len(i) == 32 and i == i.lower() and i.startswith(first.prefix) for i in minted)
+    assert all(first.ids.is_ours(i) for i in minted)
+    assert not first.ids.is_ours(uuid.uuid4().hex)
+    assert not first.ids.is_ours(first.prefix + "x" * 24)

@@ -1,0 +1,106 @@
+"""The dispatcher's intent record: written before the order's first byte leaves, the one
+file-system call between the decision and the send, and an order whose record cannot be written
+is not sent."""
+
+from __future__ import annotations
+
+import ast
+import errno
+import inspect
+import textwrap
+
+import orjson
+
+from executor.exchange.dispatcher import OrderDispatcher
+from executor.exchange.messages import INTENT_NOT_RECORDED
+from executor.exchange.order_rows import order_row
+from executor.fire.path import FireOutcome
+from executor.recording.installation import ClientOrderIds
+from executor.recording.intent_journal import JournalWriteError
+from executor.recording.rows import OrderRow, OrderStatus
+from tests.support.inprocess import make_wake
+from tests.support.order_fakes import FakePlacer, order_harness
+
+
+async def test_the_intent_is_recorded_before_the_order_is_sent() -> None:
+    """The pending row goes to the intent record first, then the channel, then the transport,
+    and the record holds what finding the order again needs: its id (with the installation's
+    prefix), ticker, side, count, price, the time it was requested and the wake's id."""
+    async with order_harness() as harness:
+        harness.orders.dispatcher.ids = ClientOrderIds("0badcafe")
+        assert await harness.fire_path.fire(make_wake("c-9", exchange_index=0)) is (
+            FireOutcome.FIRED
+        )
+    kinds = [kind for kind, _ in harness.events if kind in {"intent", "pending", "send"}]
+    assert kinds == ["intent", "pending", "send"]
+    (intent,) = harness.sink.intents
+    pending = next(row for row in harness.sink.orders if isinstance(row, OrderRow))
+    assert intent == pending
+    body = orjson.loads(harness.placer.bodies[0])
+    assert intent.client_order_id == body["client_order_id"]
+    assert intent.client_order_id.startswith("0badcafe") and len(intent.client_order_id) == 32
+    assert (intent.ticker, intent.count, intent.price_dollars) == (
+        body["ticker"],
+        body["count"],
+        body["price"],
+    )
+    assert (intent.outcome_side, intent.correlation_id, intent.status) == (
+        "yes",
+        "c-9",
+        OrderStatus.PENDING,
+    )
+    assert intent.requested_at_ms > 0
+
+
+async def test_an_order_whose_intent_cannot_be_recorded_is_not_sent() -> None:
+    """A journal that refuses the record (a full disk): nothing reaches the transport, the
+    fire is a dispatch error, and the row says ``error`` with why (a definite error: not one
+    to reconcile)."""
+    async with order_harness(placer=FakePlacer([])) as harness:
+        harness.sink.intent_error = JournalWriteError(errno.ENOSPC, "intent journal j: full")
+        outcome = await harness.fire_path.fire(make_wake("c-10", exchange_index=0))
+    assert outcome is FireOutcome.DISPATCH_ERROR
+    assert harness.placer.bodies == []
+    (row,) = [row for row in harness.sink.orders if isinstance(row, OrderRow)]
+    assert row.status is OrderStatus.ERROR
+    assert row.error_message == INTENT_NOT_RECORDED + "[Errno 28] intent journal j: full"
+    assert harness.fire_path.counters().dispatch_errors == 1
+
+
+def _calls_between_the_row_and_the_send(function: object) -> list[str]:
+    """The names ``function`` calls after building the pending row and before the body is built
+    and the request started (``_build_and_start``), in order."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))  # type: ignore[arg-type]
+    calls = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else ast.unparse(func)
+            calls.append((node.lineno, node.col_offset, name))
+    names = [name for _, _, name in sorted(calls)]
+    return names[names.index("order_row") + 1 : names.index("_build_and_start")]
+
+
+def test_the_intent_record_is_the_only_file_call_between_decision_and_send() -> None:
+    """Between building the pending row and starting the request the dispatcher writes the
+    intent record and queues the row: nothing else (``_build_and_start`` itself is guarded by
+    tests/exchange/test_order_path.py)."""
+    between = _calls_between_the_row_and_the_send(OrderDispatcher.begin)
+    assert between == ["_record_intent", "record_pending"]
+
+
+def test_the_check_sees_a_log_call_slipped_in() -> None:
+    """The negative twin: an extra call before the send is something the check reports."""
+
+    def slipped(self: OrderDispatcher) -> None:
+        pending = order_row()  # type: ignore[call-arg]
+        self._record_intent(pending)
+        log.info("x")  # type: ignore[name-defined]  # noqa: F821
+        self.sink.record_pending(pending)
+        self._build_and_start()  # type: ignore[call-arg]
+
+    assert _calls_between_the_row_and_the_send(slipped) == [
+        "_record_intent",
+        "info",
+        "record_pending",
+    ]

@@ -1,0 +1,98 @@
+"""Start-up adopts what the exchange has from this installation and the table lacks, before the
+socket accepts, and the risk gate's warm start counts it.
+
+Real processes: the stand-alone fake exchange holds an order with this installation's prefix that
+no row records (an earlier run lost it) and another client's order on the same ticker; an
+executor starts on the database.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from executor.clock import wall_ms
+from executor.exchange.adoption import ADOPTED_MESSAGE
+from executor.exchange.messages import OrderStamps, order_body
+from executor.exchange.transport import ExchangeEndpoint, open_exchange
+from executor.recording.database import close_database, open_database
+from executor.recording.installation import load_installation
+from executor.signer import KalshiSigner
+from tests.service.test_reconcile_restart import order_rows, real_mode
+from tests.support.orders import spec
+from tests.support.processes import Spawner, exit_counters
+
+__all__ = ["real_mode"]  # the fixture shared with the restart test
+
+
+@pytest.fixture
+def fake_world(short_dir: Path) -> Iterator[dict[str, str]]:
+    """A stand-alone fake exchange without faults (``real_mode`` points children at it)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "executor.fake", "--port", "0", "--dir", str(short_dir / "fake")],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        yield json.loads(process.stdout.readline())
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=10)
+
+
+def place(world: dict[str, str], *client_order_ids: str) -> list[str]:
+    """Send orders to the fake as some client would; their exchange order ids."""
+
+    async def send() -> list[str]:
+        signer = KalshiSigner(Path(world["private_key_path"]), world["key_id"])
+        endpoint = ExchangeEndpoint(
+            world["base_url"], world["key_id"], signer, Path(world["ca_file"])
+        )
+        placed = []
+        async with open_exchange(endpoint, prewarm=False) as client:
+            for client_order_id in client_order_ids:
+                body = order_body(spec(client_order_id, count=1))
+                response = await client.place_order(body, OrderStamps(), dry_run=False)
+                placed.append(str(response["order_id"]))
+        return placed
+
+    return trio.run(send)
+
+
+def test_start_up_adopts_our_order_without_a_row_and_leaves_another_clients_alone(
+    spawner: Spawner, short_dir: Path, fake_world: dict[str, str], real_mode: None
+) -> None:
+    """Our lost order gets a row (filled, the exchange's id, "adopted from the exchange: no
+    local record") before the socket accepts; the other client's order gets none; the exit line
+    counts one adoption and the warm start one past order."""
+    socket_path, db_path = short_dir / "x.sock", short_dir / "t.db"
+    connection, _ = open_database(db_path)
+    close_database(connection, db_path)
+    installation = load_installation(db_path, wall_ms())  # an earlier run of this installation
+    ours = installation.ids.mint()
+    ours_id, _ = place(fake_world, ours, uuid.uuid4().hex)
+
+    executor = spawner.serve(socket_path, db_path)
+    ((client_order_id, status, kalshi_order_id, fill_count, message),) = order_rows(db_path)
+    assert (client_order_id, status, kalshi_order_id) == (ours, "filled", ours_id)
+    assert (fill_count, message) == ("1.00", ADOPTED_MESSAGE)
+    executor.signal(signal.SIGTERM)
+    assert executor.wait() == 0
+    server, _ = exit_counters(executor.stderr_lines())
+    assert server["adopted"] == 1
+    lines = [json.loads(line) for line in executor.stderr_lines() if line.startswith("{")]
+    (warm,) = [line for line in lines if line["event"] == "risk gate warm"]
+    assert warm["past_orders"] == 1
+    (adoption,) = [line for line in lines if line["event"] == "adoption pass"]
+    assert (adoption["adopted"], adoption["foreign_orders"]) == (1, 1)
