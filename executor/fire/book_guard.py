@@ -18,6 +18,11 @@ The guard looks every ``LOOK_INTERVAL_S`` and at once when :meth:`BookGuard.noti
 (every audit-trail transition calls it, through :meth:`BookGuard.hear_audit`); a trigger or reset
 the exchange refused is asked again at the next look, a cancel at most once per order per
 engagement.
+
+Between a halt's end (the trail written again, the switch released) and the group's reset there
+is a round trip to the exchange, and the exchange rejects every order of a triggered group. A
+real fire decided in that window waits for the reset (:meth:`BookGuard.wait_group_open`, at most
+``GROUP_OPEN_WAIT_S``) rather than be sent to a certain rejection.
 """
 
 from __future__ import annotations
@@ -53,6 +58,10 @@ the switch's own cache time (1 s by default) plus this. Reading the switch costs
 EXIT_CANCEL_TIMEOUT_S: Final = 5.0
 """Longest the shutdown's cancels may take (seconds, shielded): a batch or two and their rows;
 the order budget of DISPATCH.md §5 for each, with room. A guess."""
+
+GROUP_OPEN_WAIT_S: Final = 2 * LOOK_INTERVAL_S
+"""Longest a real fire waits for the group's reset once no halt holds (seconds): the look that
+hears of the halt's end, and one more should the exchange refuse the first reset."""
 
 AUDIT_UNAVAILABLE: Final = "audit trail unavailable"
 
@@ -107,6 +116,7 @@ class BookGuard:
         self.looks = 0
         self._asked: set[str] = set()
         self._wake = trio.Event()
+        self._looked = trio.Event()
 
     @property
     def group_triggered(self) -> bool:
@@ -116,6 +126,20 @@ class BookGuard:
     def notify(self) -> None:
         """Look again now (a state the guard follows may have changed). Never checkpoints."""
         self._wake.set()
+
+    async def wait_group_open(self, timeout_s: float = GROUP_OPEN_WAIT_S) -> bool:
+        """Wait, at most ``timeout_s``, until the group is not triggered (asking for a look
+        now); whether it is open. Returns at once when it already is.
+
+        Only a look that finds no halt resets the group: a caller waits here only after its own
+        decision found none (the switch released, the trail available).
+        """
+        with trio.move_on_after(timeout_s):
+            while self.group_triggered:
+                looked = self._looked
+                self.notify()
+                await looked.wait()
+        return not self.group_triggered
 
     def hear_audit(self, transition: AuditTransition) -> None:
         """An audit-trail transition (``AuditTrailState.on_change``): look at once, so the group
@@ -139,6 +163,9 @@ class BookGuard:
             await self.look()
         except Exception:
             log.exception("book guard look failed")
+        finally:
+            self._looked.set()  # whoever waits for a look (wait_group_open) sees its result
+            self._looked = trio.Event()
 
     async def look(self) -> None:
         """One look: cancel what must be cancelled, then trigger or reset the group as needed.
@@ -267,6 +294,7 @@ def book_guard(
 
 __all__ = [
     "EXIT_CANCEL_TIMEOUT_S",
+    "GROUP_OPEN_WAIT_S",
     "LOOK_INTERVAL_S",
     "AuditState",
     "BookGuard",

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Protocol
+from typing import Final, Protocol
+
+from executor.decide.decision import Refusal, RefusalKind
+from executor.logs import RateLimitedWarning
+from executor.wire.protocol import WakeMessage
 
 
 class FireOutcome(enum.Enum):
@@ -72,13 +76,18 @@ class FireCounters:
 
 
 class BookCounters(Protocol):
-    """The book guard's counters (``executor.fire.book_guard.BookGuard``)."""
+    """The book guard's counters and its order group's state
+    (``executor.fire.book_guard.BookGuard``)."""
 
     cancels_sent: int
     cancels_failed: int
 
     @property
     def group_triggered(self) -> bool: ...
+
+    async def wait_group_open(self) -> bool:
+        """Wait (bounded) until the order group is reset; whether it is open."""
+        ...
 
 
 def book_counts(client: object, book: BookCounters | None) -> dict[str, int]:
@@ -94,3 +103,30 @@ def book_counts(client: object, book: BookCounters | None) -> dict[str, int]:
         counts["cancels_failed"] = book.cancels_failed
         counts["order_group_triggered"] = int(book.group_triggered)
     return counts
+
+
+# Per-fire refusals are rate-limited per kind: a hostile or broken poller must not flood the log.
+_refusal_warnings: Final = {kind: RateLimitedWarning(f"fire_{kind.value}") for kind in RefusalKind}
+
+
+def warn_refusal(message: WakeMessage, refusal: Refusal) -> None:
+    """Log one refusal, rate-limited per kind (an audit refusal is logged by the fire path
+    itself, at ERROR with its would-be row, every one of them)."""
+    kind = refusal.kind
+    warnings = _refusal_warnings[kind]
+    if kind is RefusalKind.PRICE:
+        warnings.warning(
+            why=refusal.reason,
+            wire_price_yes_dollars=message.wire_price_yes_dollars,
+            dry_run=message.dry_run,
+            correlation_id=message.correlation_id,
+            market_ticker=message.market_ticker,
+        )
+    elif kind is RefusalKind.PERMISSION:
+        warnings.warning(reason=refusal.reason, dry_run=message.dry_run)
+    elif kind is not RefusalKind.AUDIT:
+        warnings.warning(
+            reason=refusal.reason,
+            correlation_id=message.correlation_id,
+            market_ticker=message.market_ticker,
+        )

@@ -64,8 +64,13 @@ from executor.exchange.shadow_lane import ShadowJob, ShadowLane
 from executor.exchange.stages import FireStamps, PerfToWall, log_resolution, stage_rows
 from executor.exchange.stream import StreamState
 from executor.exchange.stream_orders import StreamedOrders
-from executor.fire.outcomes import BookCounters, FireCounters, FireOutcome, book_counts
-from executor.logs import RateLimitedWarning
+from executor.fire.outcomes import (
+    BookCounters,
+    FireCounters,
+    FireOutcome,
+    book_counts,
+    warn_refusal,
+)
 from executor.recording.rows import row_fields
 from executor.wire.protocol import WakeMessage
 
@@ -90,6 +95,7 @@ async def no_network_dispatcher(request: FireRequest) -> None:
 
 FireRest = Callable[[], Awaitable[FireOutcome]]
 """What :meth:`FirePath.start` leaves of a fire: awaited in the fire's own task."""
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class OrderPath:
@@ -133,10 +139,6 @@ class OrderPath:
         )
 
 
-# Per-fire refusals are rate-limited per kind: a hostile or broken poller must not flood the log.
-_refusal_warnings: Final = {kind: RateLimitedWarning(f"fire_{kind.value}") for kind in RefusalKind}
-
-
 class FirePath:
     """The fire path of one executor: one decision, then its execution, counted.
 
@@ -175,9 +177,8 @@ class FirePath:
         return self._decider.templates_built
 
     def counters(self) -> FireCounters:
-        """A snapshot of the outcome counters (and the reconciler's, with an exchange), with the
-        transport's ``presigned`` and ``signed_inline`` (real order attempts by how they got their
-        signature)."""
+        """A snapshot of the outcome counters, with the reconciler's, the transport's (real
+        orders by how they were signed), the stream's, the book's and adoption's."""
         counts = dict(self._counts)
         reconciler = self.orders.dispatcher.reconciler if self.orders is not None else None
         if reconciler is not None:
@@ -255,6 +256,15 @@ class FirePath:
             if price_refusal is not None:
                 return self._refused(message, price_refusal)
             return functools.partial(self._fire_custom, message)
+        return self._start_real(message, arrival, orders)
+
+    def _start_real(
+        self, message: WakeMessage, arrival: Arrival | None, orders: OrderPath, held: bool = False
+    ) -> FireOutcome | FireRest:
+        """:meth:`start` with an exchange. A real fire let through while the order group still
+        stands triggered (a halt just ended, the reset not yet answered) is held and decided
+        again once the group is reset (``BookGuard.wait_group_open``): the exchange would
+        reject it before."""
         stamps = FireStamps()
         stamps.fire_ns = stamp_ns()
         if arrival is not None:
@@ -271,9 +281,24 @@ class FirePath:
                 log.error("real fire refused: audit trail unavailable", row=row_fields(row))
                 return outcome
             return functools.partial(self._record_rejected, decision, outcome, orders)
+        book = orders.book
+        if not held and book is not None and book.group_triggered:
+            return functools.partial(self._fire_after_reset, message, arrival, orders, book)
         self._counts["fired"] += 1
         started = orders.dispatcher.begin(decision, stamps)
         return functools.partial(self._fire_real, message, started, orders)
+
+    async def _fire_after_reset(
+        self, message: WakeMessage, arrival: Arrival | None, orders: OrderPath, book: BookCounters
+    ) -> FireOutcome:
+        """A real fire held for the group's reset: decided again after the wait (the switch or
+        the trail may have changed meanwhile), then sent even if the group is still triggered
+        (the exchange's rejection is then the row's truth)."""
+        await book.wait_group_open()
+        started = self._start_real(message, arrival, orders, held=True)
+        if isinstance(started, FireOutcome):
+            return started
+        return await started()
 
     async def fire(self, message: WakeMessage, arrival: Arrival | None = None) -> FireOutcome:
         """Run one accepted wake through the fire path (DISPATCH.md §1): :meth:`start`, then
@@ -356,28 +381,9 @@ class FirePath:
 
     def _refused(self, message: WakeMessage, refusal: Refusal) -> FireOutcome:
         """Count and log (rate-limited) one refusal; its ``rejected`` row is the caller's."""
-        kind = refusal.kind
-        self._counts[kind.value] += 1
-        warnings = _refusal_warnings[kind]
-        if kind is RefusalKind.PRICE:
-            warnings.warning(
-                why=refusal.reason,
-                wire_price_yes_dollars=message.wire_price_yes_dollars,
-                dry_run=message.dry_run,
-                correlation_id=message.correlation_id,
-                market_ticker=message.market_ticker,
-            )
-        elif kind is RefusalKind.PERMISSION:
-            warnings.warning(reason=refusal.reason, dry_run=message.dry_run)
-        elif kind is RefusalKind.AUDIT:
-            pass  # the caller logs the would-be row at ERROR, once per refusal
-        else:
-            warnings.warning(
-                reason=refusal.reason,
-                correlation_id=message.correlation_id,
-                market_ticker=message.market_ticker,
-            )
-        return FireOutcome(kind.value)
+        self._counts[refusal.kind.value] += 1
+        warn_refusal(message, refusal)
+        return FireOutcome(refusal.kind.value)
 
 
 __all__ = [

@@ -9,6 +9,7 @@ triggers).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -209,6 +210,44 @@ async def test_an_audit_outage_triggers_the_group_and_recovery_resets_it(
     assert running.server.statistics().order_group_triggered == 0
 
 
+async def test_a_real_fire_just_after_a_release_waits_for_the_reset_and_fills(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    fake_exchange: FakeExchange,
+    fake_credentials: FakeCredentials,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The switch released and a real wake at once, with the exchange slow to answer the reset:
+    the order is sent only after the reset, and fills (sent before it, the exchange would reject
+    it as an order of a triggered group and its row would say error)."""
+    answer = fake_exchange._answer
+
+    async def slow_reset(record: Any, fault: Any, stream: Any) -> tuple[int, bytes] | None:
+        if record.path.endswith("/reset"):
+            await trio.sleep(0.2)
+        return await answer(record, fault, stream)
+
+    monkeypatch.setattr(fake_exchange, "_answer", slow_reset)
+    running = await start(
+        nursery, short_dir, fake_exchange, fake_credentials, time_in_force="fill_or_kill"
+    )
+    switch = KillSwitch(short_dir / "halt")
+    switch.engage("operator halt")
+    with trio.fail_after(WAIT_S):
+        while not guard_of(running).group_triggered:  # noqa: ASYNC110
+            await trio.sleep(0.01)
+    switch.release()
+    async with connect(running.socket_path) as client:
+        assert (await client.request(wake("released"))).status == "accepted"
+        with trio.fail_after(WAIT_S):
+            while query(running.db_path, "SELECT status FROM orders_fired") != [  # noqa: ASYNC110
+                ("filled",)
+            ]:
+                await trio.sleep(0.02)
+    await running.shutdown()
+    statuses = [request.status for request in fake_exchange.received if request.path == ORDER]
+    assert statuses == [201]
+    assert running.server.statistics().order_group_triggered == 0
 
 
 async def test_cancel_on_exit_empties_the_book_at_an_orderly_shutdown(
