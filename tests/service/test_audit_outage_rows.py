@@ -23,14 +23,17 @@ from tests.support.inprocess import RunningServer
 
 
 def hold_order_answers(exchange: FakeExchange, monkeypatch: pytest.MonkeyPatch) -> trio.Event:
-    """Make the fake wait for the returned event before it places and answers an order."""
+    """Make the fake place (and fill) an order at once but hold its answer until the returned
+    event is set: the order is on the exchange's book before the outage begins (and before the
+    outage triggers the order group, which would reject an order placed after it)."""
     release = trio.Event()
     answer = exchange._answer
 
     async def held(record: Any, fault: Any, stream: Any) -> tuple[int, bytes] | None:
+        answered = await answer(record, fault, stream)
         if record.path == ORDER_PATH:
             await release.wait()
-        return await answer(record, fault, stream)
+        return answered
 
     monkeypatch.setattr(exchange, "_answer", held)
     return release
@@ -49,7 +52,7 @@ async def through_an_outage(running: RunningServer, release: trio.Event) -> None
             await trio.to_thread.run_sync(set_fault, db_path, True)
             while telemetry.audit_available:  # noqa: ASYNC110 - the next heartbeat fails
                 await trio.sleep(0.01)
-            release.set()  # the exchange places and fills the order now
+            release.set()  # the exchange's answer (the order filled) reaches the executor now
             while telemetry.statistics().order_rows_kept < 1:  # noqa: ASYNC110
                 await trio.sleep(0.01)
             assert query(db_path, "SELECT status FROM orders_fired") == [("pending",)]
