@@ -39,10 +39,10 @@ before anyone changes the executor. Variants:
   A/B of writing it at once.
 - ``no-shadow-hold``: a batch's shadow fires start right after its rows, even while more frames
   are waiting (``executor.wire.handoff`` holds them): the burst's A/B.
-- ``pending-after-write``: a real order's ``pending`` row is built and queued right after its
-  request was written instead of before its body is built (DISPATCH.md §4 orders it first): what
-  that work costs ``detect_wire``, measured, not adopted. Since the intent record (issue 21) the
-  row is built, and recorded, before the write in this variant too: only its queueing moves.
+- ``pending-before-write``: a real order's ``pending`` row is queued before its body is built
+  and its request written, as DISPATCH.md §4 orders it and as the product did until 2026-12-02
+  (``pending-after-write`` was this A/B's other side until the product adopted it: the intent
+  record, issue 21, holds the row before the first byte, so its queueing can follow the write).
 - ``no-intent``: real orders are sent without their intent record (the pending row appended to
   the intent journal with one ``os.write`` before the first byte leaves, issue 21): what the
   record costs ``detect_wire`` is this variant against the product, in one run.
@@ -196,7 +196,7 @@ def _patch_no_shadow_hold() -> None:
     FireHandoff.start_shadows = start_shadows  # type: ignore[method-assign]
 
 
-def _patch_pending_after_write() -> None:
+def _patch_pending_before_write() -> None:
     from executor.exchange import dispatcher
     from executor.exchange.order_rows import order_row
     from executor.recording.rows import OrderRowKind
@@ -211,9 +211,9 @@ def _patch_pending_after_write() -> None:
             pending = order_row(
                 started.prepared, self.policy, OrderRowKind.PENDING, started.requested_at_ms
             )
-            self._record_intent(pending)  # needs the row and must precede the first byte
-            started.body, started.in_flight = self._build_and_start(started.prepared, stamps)
+            self._record_intent(pending)
             self.sink.record_pending(pending)
+            started.body, started.in_flight = self._build_and_start(started.prepared, stamps)
         except Exception as error:
             started.failure = error
         return started
@@ -340,7 +340,7 @@ VARIANTS: Final[dict[str, Callable[[], None]]] = {
     "h11-responses": _patch_h11_responses,
     "task-writes": _patch_task_writes,
     "no-shadow-hold": _patch_no_shadow_hold,
-    "pending-after-write": _patch_pending_after_write,
+    "pending-before-write": _patch_pending_before_write,
 }
 
 

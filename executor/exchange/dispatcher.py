@@ -15,10 +15,13 @@ order row.
 The intent record (:meth:`OrderDispatcher._record_intent`, one ``os.write`` of the pending row) is
 the one file call before the send, in ``begin`` before the body is built; refused, nothing is sent.
 
-The pending row is queued *before* the body is built (the reference queues it after): DISPATCH.md
-§1 step 6 allows nothing that touches telemetry between building the order and handing the
-request to the transport, and the pending row needs nothing the body has. ``_build_and_start`` is
-that stretch, and a test reads its syntax tree to keep it free of telemetry, logging and files.
+The pending row is queued *after* the request was written (or handed to the fire's task), not
+before the send as DISPATCH.md §4 orders it: the intent record already holds the row where a
+SIGKILL cannot take it, so queuing it first bought nothing, and its queueing (a channel send that
+wakes the telemetry consumer) was on the order's way to the wire (measured in docs/RESULTS.md,
+2026-12-02). DISPATCH.md §1 step 6 allows nothing that touches telemetry between building the order
+and handing the request to the transport: ``_build_and_start`` is that stretch, and a test reads
+its syntax tree to keep it free of telemetry, logging and files.
 
 A real order is placed in two halves: :meth:`OrderDispatcher.begin`, which never waits (the risk
 gate's attempt, the ids, the ``pending`` row, the body and, when the transport can without
@@ -161,8 +164,10 @@ class OrderDispatcher:
                 started.prepared, self.policy, OrderRowKind.PENDING, started.requested_at_ms
             )
             self._record_intent(pending)
-            self.sink.record_pending(pending)
-            started.body, started.in_flight = self._build_and_start(started.prepared, stamps)
+            try:
+                started.body, started.in_flight = self._build_and_start(started.prepared, stamps)
+            finally:
+                self.sink.record_pending(pending)  # after the write: the record held it till now
         except Exception as error:
             started.failure = error
         return started

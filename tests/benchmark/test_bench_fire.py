@@ -47,6 +47,7 @@ from bench.scenarios.variants import VARIANTS
 from bench.scenarios.variants import main as variants_main
 from executor.book_settings import MAX_ORDER_GROUP_CONTRACTS_LIMIT
 from executor.clock import clock_domain
+from executor.exchange.dispatcher import OrderDispatcher
 from executor.exchange.transport import (
     ExchangeEndpoint,
     ExchangeError,
@@ -60,6 +61,8 @@ from executor.recording.intent_journal import journal_path, read_journal
 from executor.signer import KalshiSigner
 from executor.telemetry import Telemetry
 from executor.wire.protocol import WakeMessage
+from tests.support.inprocess import make_wake
+from tests.support.order_fakes import StartingPlacer, order_harness
 from tests.support.rows import order_row, running_telemetry
 
 UNPINNED = ["--placement", "unpinned"]
@@ -374,7 +377,7 @@ def test_variants_refuse_an_unknown_name() -> None:
         "h11-responses",
         "task-writes",
         "no-shadow-hold",
-        "pending-after-write",
+        "pending-before-write",
     }
     assert variants_main(["idle-lane+nonsense", "serve"]) == 2
     assert variants_main([]) == 2
@@ -412,3 +415,16 @@ async def test_the_intent_variants_turn_the_record_off_and_time_it(
     async with running_telemetry(short_dir / "u.db", intent_journal=True) as telemetry:
         telemetry.record_intent(order_row())
         assert read_journal(journal_path(short_dir / "u.db")).rows == []
+
+
+async def test_the_pending_before_write_variant_queues_the_row_before_the_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``pending-before-write`` puts the pending row's queueing back before the request is
+    written (the product queues it after): the A/B's other side does what it says."""
+    monkeypatch.setattr(OrderDispatcher, "begin", OrderDispatcher.begin)  # restored after
+    VARIANTS["pending-before-write"]()
+    async with order_harness(placer=StartingPlacer([])) as harness:
+        await harness.fire_path.fire(make_wake("c-1", exchange_index=0))
+    kinds = [kind for kind, _ in harness.events if kind in {"intent", "pending", "send"}]
+    assert kinds == ["intent", "pending", "send"]

@@ -10,6 +10,7 @@ import inspect
 import textwrap
 
 import orjson
+import pytest
 
 from executor.exchange.dispatcher import OrderDispatcher
 from executor.exchange.messages import INTENT_NOT_RECORDED
@@ -19,20 +20,28 @@ from executor.recording.installation import ClientOrderIds
 from executor.recording.intent_journal import JournalWriteError
 from executor.recording.rows import OrderRow, OrderStatus
 from tests.support.inprocess import make_wake
-from tests.support.order_fakes import FakePlacer, order_harness
+from tests.support.order_fakes import FakePlacer, StartingPlacer, order_harness
 
 
-async def test_the_intent_is_recorded_before_the_order_is_sent() -> None:
-    """The pending row goes to the intent record first, then the channel, then the transport,
+@pytest.mark.parametrize(
+    ("can_start", "expected"),
+    [(True, ["intent", "send", "pending"]), (False, ["intent", "pending", "send"])],
+)
+async def test_the_intent_is_recorded_before_the_order_is_sent(
+    can_start: bool, expected: list[str]
+) -> None:
+    """The pending row goes to the intent record first, then the transport, then the channel
+    (written at once) or the channel, then the transport's task (when it cannot write at once);
     and the record holds what finding the order again needs: its id (with the installation's
     prefix), ticker, side, count, price, the time it was requested and the wake's id."""
-    async with order_harness() as harness:
+    placer = StartingPlacer([], can_start=can_start)
+    async with order_harness(placer=placer) as harness:
         harness.orders.dispatcher.ids = ClientOrderIds("0badcafe")
         assert await harness.fire_path.fire(make_wake("c-9", exchange_index=0)) is (
             FireOutcome.FIRED
         )
     kinds = [kind for kind, _ in harness.events if kind in {"intent", "pending", "send"}]
-    assert kinds == ["intent", "pending", "send"]
+    assert kinds == expected
     (intent,) = harness.sink.intents
     pending = next(row for row in harness.sink.orders if isinstance(row, OrderRow))
     assert intent == pending
@@ -81,12 +90,12 @@ def _calls_between_the_row_and_the_send(function: object) -> list[str]:
     return names[names.index("order_row") + 1 : names.index("_build_and_start")]
 
 
-def test_the_intent_record_is_the_only_file_call_between_decision_and_send() -> None:
+def test_the_intent_record_is_the_only_call_between_decision_and_send() -> None:
     """Between building the pending row and starting the request the dispatcher writes the
-    intent record and queues the row: nothing else (``_build_and_start`` itself is guarded by
-    tests/exchange/test_order_path.py)."""
+    intent record: nothing else, the row's queueing included (``_build_and_start`` itself is
+    guarded by tests/exchange/test_order_path.py)."""
     between = _calls_between_the_row_and_the_send(OrderDispatcher.begin)
-    assert between == ["_record_intent", "record_pending"]
+    assert between == ["_record_intent"]
 
 
 def test_the_check_sees_a_log_call_slipped_in() -> None:

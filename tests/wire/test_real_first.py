@@ -95,7 +95,9 @@ async def test_start_writes_a_real_order_before_it_returns() -> None:
         assert len(sent) == 1  # written already, in the caller's own step
         (pending,) = harness.sink.orders
         assert pending.kind is OrderRowKind.PENDING and pending.client_order_id == sent[0]
-        assert harness.events.index(("pending", sent[0])) < harness.events.index(("send", sent[0]))
+        # the intent record before the first byte; the queued row after it (the record held it)
+        order = [harness.events.index((kind, sent[0])) for kind in ("intent", "send", "pending")]
+        assert order == sorted(order)
         assert await rest() is FireOutcome.FIRED
     resolution = harness.sink.orders[-1]
     assert resolution.kind is OrderRowKind.RESOLUTION and resolution.kalshi_order_id == "k-1"
