@@ -44,7 +44,12 @@ from executor.recording.consumer import BATCH_LINGER_S, BATCH_MAX_ROWS, Telemetr
 from executor.recording.counters import TelemetryCounters, TelemetryStatistics
 from executor.recording.database import TelemetryOpenError, database_files, remove_new_files
 from executor.recording.database_lock import DatabaseLock, open_locked_database
-from executor.recording.intent_journal import IntentJournal, JournalWriteError, journal_path
+from executor.recording.intent_journal import (
+    IntentJournal,
+    JournalWriteError,
+    RecordFields,
+    journal_path,
+)
 from executor.recording.journal_replay import replay_journal
 from executor.recording.rows import (
     HeartbeatRow,
@@ -101,10 +106,12 @@ class Telemetry:
         """The intent journal (None without an exchange)."""
         return self._journal
 
-    def record_intent(self, row: OrderRow) -> None:
-        """Append a real order's pending row to the intent journal: one ``os.write``, before the
-        order's first byte leaves (the one file-system call the order path makes between the
-        decision and the send; measured in docs/RESULTS.md). Without a journal, nothing.
+    def record_intent(self, fields: RecordFields) -> None:
+        """Append a real order's pending row (its record's fields,
+        ``executor.exchange.order_rows.pending_record``) to the intent journal: one
+        ``os.write``, before the order's first byte leaves (the one file-system call the order
+        path makes between the decision and the send; measured in docs/RESULTS.md). Without a
+        journal, nothing.
 
         Raises:
             JournalWriteError: the record could not be written (counted in
@@ -114,7 +121,7 @@ class Telemetry:
         if journal is None:
             return
         try:
-            journal.append(row)
+            journal.append_fields(fields)
         except JournalWriteError:
             self._counters.intents_unrecorded += 1
             raise

@@ -39,10 +39,11 @@ before anyone changes the executor. Variants:
   A/B of writing it at once.
 - ``no-shadow-hold``: a batch's shadow fires start right after its rows, even while more frames
   are waiting (``executor.wire.handoff`` holds them): the burst's A/B.
-- ``pending-before-write``: a real order's ``pending`` row is queued before its body is built
-  and its request written, as DISPATCH.md §4 orders it and as the product did until 2026-12-02
-  (``pending-after-write`` was this A/B's other side until the product adopted it: the intent
-  record, issue 21, holds the row before the first byte, so its queueing can follow the write).
+- ``all-before-write``: a real order's path before its first byte as it was until 2026-12-02:
+  the risk gate's attempt, a freshly drawn id, the ``pending`` row built, recorded in the intent
+  journal and queued, all before the body is built and the request written (DISPATCH.md §4's
+  order). The product now does only the id (drawn ahead), the record (its fields, without the
+  row) and the write first, and the attempt, the row's queueing and the next ids right after.
 - ``no-intent``: real orders are sent without their intent record (the pending row appended to
   the intent journal with one ``os.write`` before the first byte leaves, issue 21): what the
   record costs ``detect_wire`` is this variant against the product, in one run.
@@ -196,9 +197,10 @@ def _patch_no_shadow_hold() -> None:
     FireHandoff.start_shadows = start_shadows  # type: ignore[method-assign]
 
 
-def _patch_pending_before_write() -> None:
+def _patch_all_before_write() -> None:
     from executor.exchange import dispatcher
     from executor.exchange.order_rows import order_row
+    from executor.recording.intent_journal import row_record_fields
     from executor.recording.rows import OrderRowKind
 
     def begin(
@@ -211,7 +213,7 @@ def _patch_pending_before_write() -> None:
             pending = order_row(
                 started.prepared, self.policy, OrderRowKind.PENDING, started.requested_at_ms
             )
-            self._record_intent(pending)
+            self._record_intent(row_record_fields(pending))
             self.sink.record_pending(pending)
             started.body, started.in_flight = self._build_and_start(started.prepared, stamps)
         except Exception as error:
@@ -293,7 +295,7 @@ def _switch_interval(seconds: float) -> Callable[[], None]:
 def _patch_no_intent() -> None:
     from executor.telemetry import Telemetry
 
-    def record_intent(self: Telemetry, row: object) -> None:
+    def record_intent(self: Telemetry, fields: object) -> None:
         """No intent record: the order goes without one."""
 
     Telemetry.record_intent = record_intent  # type: ignore[method-assign]
@@ -304,16 +306,16 @@ def _patch_timed_intent() -> None:
     import os
     import time
 
-    from executor.recording.rows import OrderRow
+    from executor.recording.intent_journal import RecordFields
     from executor.telemetry import Telemetry
 
     durations: list[int] = []
     record = Telemetry.record_intent
 
-    def timed(self: Telemetry, row: OrderRow) -> None:
+    def timed(self: Telemetry, fields: RecordFields) -> None:
         started = time.perf_counter_ns()
         try:
-            record(self, row)
+            record(self, fields)
         finally:
             durations.append(time.perf_counter_ns() - started)
 
@@ -340,7 +342,7 @@ VARIANTS: Final[dict[str, Callable[[], None]]] = {
     "h11-responses": _patch_h11_responses,
     "task-writes": _patch_task_writes,
     "no-shadow-hold": _patch_no_shadow_hold,
-    "pending-before-write": _patch_pending_before_write,
+    "all-before-write": _patch_all_before_write,
 }
 
 

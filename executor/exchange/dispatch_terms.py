@@ -18,6 +18,7 @@ from executor.exchange.messages import OrderStamps
 from executor.exchange.order_connection import OrderInFlight
 from executor.exchange.order_rows import PreparedOrder
 from executor.exchange.stages import FireStamps
+from executor.recording.intent_journal import RecordFields
 from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow, OrderStatus
 
 RESOLUTION_TIMEOUT_S: Final = 2.0
@@ -53,7 +54,7 @@ class OrderSink(Protocol):
 
     def record(self, row: LatencyRow) -> None: ...
 
-    def record_intent(self, row: OrderRow) -> None: ...
+    def record_intent(self, fields: RecordFields) -> None: ...
 
     def record_pending(self, row: OrderRow) -> None: ...
 

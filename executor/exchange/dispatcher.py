@@ -80,12 +80,13 @@ from executor.exchange.order_rows import (
     PreparedOrder,
     order_correlation_id,
     order_row,
+    pending_record,
     rejected_row,
 )
 from executor.exchange.reconcile import Reconciler
 from executor.exchange.stages import FireStamps, engine_ts_ms
 from executor.recording.installation import ClientOrderIds, new_prefix
-from executor.recording.intent_journal import JournalWriteError
+from executor.recording.intent_journal import JournalWriteError, RecordFields
 from executor.recording.open_orders import OUTCOME_UNKNOWN_PREFIX
 from executor.recording.rows import (
     OrderRow,
@@ -122,11 +123,11 @@ class OrderDispatcher:
         self.reconciler = reconciler
         self.ids = ids or ClientOrderIds(new_prefix())
 
-    def prepare(self, request: FireRequest) -> PreparedOrder:
-        """Mint the order's ``client_order_id`` and its row's correlation id."""
-        return PreparedOrder(
-            request, self.ids.mint(), order_correlation_id(request.correlation_id)
-        )
+    def prepare(self, request: FireRequest, *, real: bool = False) -> PreparedOrder:
+        """Mint the order's ``client_order_id`` (a real order's drawn ahead) and its row's
+        correlation id."""
+        client_order_id = self.ids.take() if real else self.ids.mint()
+        return PreparedOrder(request, client_order_id, order_correlation_id(request.correlation_id))
 
     def build_shadow(self, request: FireRequest, stamps: FireStamps) -> bytes:
         """A shadow fire's body, built exactly like a real one's (stamped for ``order_build``)."""
@@ -155,21 +156,26 @@ class OrderDispatcher:
 
         Cancellation: never checkpoints. A failure here is raised by :meth:`complete`.
         """
-        ticket = order.ticket
-        if ticket is not None:
-            ticket.sending()
-        started = StartedOrder(order, self.prepare(order.request), wall_ms(), stamps)
+        prepared = self.prepare(order.request, real=True)
+        started = StartedOrder(order, prepared, wall_ms(), stamps)
+        recorded = False
         try:
-            pending = order_row(
-                started.prepared, self.policy, OrderRowKind.PENDING, started.requested_at_ms
-            )
-            self._record_intent(pending)
-            try:
-                started.body, started.in_flight = self._build_and_start(started.prepared, stamps)
-            finally:
-                self.sink.record_pending(pending)  # after the write: the record held it till now
+            self._record_intent(pending_record(prepared, self.policy, started.requested_at_ms))
+            recorded = True
+            started.body, started.in_flight = self._build_and_start(prepared, stamps)
         except Exception as error:
             started.failure = error
+        finally:
+            # After the first byte, with no checkpoint since the decision: the risk gate's
+            # attempt (nothing else can be decided in between), the row the record holds, the
+            # next ids.
+            if order.ticket is not None:
+                order.ticket.sending()
+            if recorded:
+                self.sink.record_pending(
+                    order_row(prepared, self.policy, OrderRowKind.PENDING, started.requested_at_ms)
+                )
+            self.ids.draw_ahead()
         return started
 
     async def complete(self, started: StartedOrder) -> DispatchResult:
@@ -269,7 +275,7 @@ class OrderDispatcher:
         fill_count = parse_fill_count(order_payload(response).get("fill_count"))
         return DispatchResult(status, fill_count), row
 
-    def _record_intent(self, pending: OrderRow) -> None:
+    def _record_intent(self, pending: RecordFields) -> None:
         """``pending`` to the intent journal, before the first byte; IntentNotRecorded if not."""
         try:
             self.sink.record_intent(pending)

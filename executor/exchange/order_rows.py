@@ -14,6 +14,7 @@ from executor.clock import wall_ms
 from executor.decide.decision import Permission
 from executor.decide.order_request import FireRequest
 from executor.exchange.messages import GOOD_TILL_CANCELED, order_payload, verbatim_fill
+from executor.recording.intent_journal import RecordFields
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 
 FILL_COLUMNS: Final = ("fill_count", "remaining_count", "average_fill_price", "average_fee_paid")
@@ -100,6 +101,46 @@ def order_row(
         requested_at_ms=requested_at_ms,
         submitted_at_ms=submitted_at_ms,
         acknowledged_at_ms=acknowledged_at_ms,
+    )
+
+
+_PENDING_KIND: Final = OrderRowKind.PENDING.value
+_PENDING_STATUS: Final = OrderStatus.PENDING.value
+
+
+def pending_record(
+    prepared: PreparedOrder, policy: OrderPolicy, requested_at_ms: int
+) -> RecordFields:
+    """The intent record's fields of ``prepared``'s ``pending`` row: what
+    ``row_record_fields(order_row(prepared, policy, PENDING, requested_at_ms))`` gives, made
+    without the row. It is the one thing the order path builds before the first byte that the
+    row is also made of; the row itself is built after the write (a frozen row of 21 fields is
+    most of the cold cost of ``order_row``, docs/RESULTS.md 2026-12-02)."""
+    request = prepared.request
+    template = request.template
+    tif = policy.time_in_force
+    return (
+        _PENDING_KIND,
+        prepared.correlation_id,
+        prepared.client_order_id,
+        None,
+        template.market_ticker,
+        request.correlation_group or None,
+        template.outcome,
+        f"{request.count}.00",
+        request.price,
+        tif,
+        policy.self_trade_prevention_type,
+        int(tif == GOOD_TILL_CANCELED),
+        _PENDING_STATUS,
+        None,
+        None,
+        None,
+        None,
+        None,
+        requested_at_ms,
+        None,
+        None,
     )
 
 

@@ -79,34 +79,54 @@ def journal_path(db_path: Path) -> Path:
     return db_path.with_name(db_path.name + JOURNAL_SUFFIX)
 
 
-def encode_record(row: OrderRow) -> bytes:
-    """One journal line for ``row``: checksum, space, JSON array, newline."""
-    payload = orjson.dumps(
-        (
-            row.kind.value,
-            row.correlation_id,
-            row.client_order_id,
-            row.kalshi_order_id,
-            row.ticker,
-            row.correlation_group,
-            row.outcome_side,
-            row.count,
-            row.price_dollars,
-            row.time_in_force,
-            row.self_trade_prevention_type,
-            row.post_only,
-            row.status.value,
-            row.error_message,
-            row.fill_count,
-            row.remaining_count,
-            row.average_fill_price,
-            row.average_fee_paid,
-            row.requested_at_ms,
-            row.submitted_at_ms,
-            row.acknowledged_at_ms,
-        )
+RecordFields = tuple[object, ...]
+"""A record's JSON array: the row's kind (``OrderRowKind`` value), then its 20 columns in
+``orders_fired``'s order, the status as its value (what :func:`row_record_fields` makes; the order
+path builds a pending row's directly, ``executor.exchange.order_rows.pending_record``)."""
+
+CLIENT_ORDER_ID_FIELD: Final = 2
+"""Where a record's ``client_order_id`` is in its fields."""
+
+STATUS_FIELD: Final = 12
+"""Where a record's status is in its fields."""
+
+
+def row_record_fields(row: OrderRow) -> RecordFields:
+    """The fields of ``row``'s record."""
+    return (
+        row.kind.value,
+        row.correlation_id,
+        row.client_order_id,
+        row.kalshi_order_id,
+        row.ticker,
+        row.correlation_group,
+        row.outcome_side,
+        row.count,
+        row.price_dollars,
+        row.time_in_force,
+        row.self_trade_prevention_type,
+        row.post_only,
+        row.status.value,
+        row.error_message,
+        row.fill_count,
+        row.remaining_count,
+        row.average_fill_price,
+        row.average_fee_paid,
+        row.requested_at_ms,
+        row.submitted_at_ms,
+        row.acknowledged_at_ms,
     )
+
+
+def frame_record(fields: RecordFields) -> bytes:
+    """One journal line of ``fields``: checksum, space, JSON array, newline."""
+    payload = orjson.dumps(fields)
     return b"%08x %b\n" % (zlib.crc32(payload), payload)
+
+
+def encode_record(row: OrderRow) -> bytes:
+    """One journal line for ``row``."""
+    return frame_record(row_record_fields(row))
 
 
 def _text(value: object) -> str:
@@ -203,10 +223,13 @@ def read_journal(path: Path) -> JournalContents:
     return JournalContents(list(latest.values()), records, torn)
 
 
-def _supersedes(committed: OrderRow, journaled: OrderRow) -> bool:
-    """Whether a committed row makes a journaled one unneeded: any row settles a pending
+_PENDING: Final = OrderStatus.PENDING.value
+
+
+def _supersedes(committed: OrderRow, journaled: RecordFields) -> bool:
+    """Whether a committed row makes a journaled record unneeded: any row settles a pending
     record; only a row that is not pending settles a resolution."""
-    return committed.status is not OrderStatus.PENDING or journaled.status is OrderStatus.PENDING
+    return committed.status is not OrderStatus.PENDING or journaled[STATUS_FIELD] == _PENDING
 
 
 class IntentJournal:
@@ -221,7 +244,7 @@ class IntentJournal:
         self._descriptor = descriptor
         self._size = size
         self._compact_at = COMPACT_AT_BYTES
-        self._outstanding: dict[str, OrderRow] = {}
+        self._outstanding: dict[str, RecordFields] = {}
         self.appended = 0
         self.compactions = 0
 
@@ -252,13 +275,18 @@ class IntentJournal:
         return frozenset(self._outstanding)
 
     def append(self, row: OrderRow) -> None:
-        """Append ``row``'s record with one ``os.write``; it is outstanding until settled.
+        """Append ``row``'s record (:meth:`append_fields`)."""
+        self.append_fields(row_record_fields(row))
+
+    def append_fields(self, fields: RecordFields) -> None:
+        """Append the record of ``fields`` with one ``os.write``; it is outstanding until
+        settled.
 
         Raises:
             JournalWriteError: the write failed or was short (a short tail is cut off again, so
                 the next record starts on a line of its own).
         """
-        record = encode_record(row)
+        record = frame_record(fields)
         try:
             written = os.write(self._descriptor, record)
         except OSError as error:
@@ -271,7 +299,9 @@ class IntentJournal:
             )
         self._size += written
         self.appended += 1
-        self._outstanding[row.client_order_id] = row
+        client_order_id = fields[CLIENT_ORDER_ID_FIELD]
+        assert isinstance(client_order_id, str)
+        self._outstanding[client_order_id] = fields
 
     def settle(self, committed: Iterable[OrderRow]) -> None:
         """The database has committed these rows: forget the records they make unneeded, and
@@ -288,7 +318,7 @@ class IntentJournal:
         """Drop every settled record: truncate when nothing is outstanding, else rewrite the
         file with the outstanding records (beside it, then renamed over it). A failure is
         logged and leaves the file as it was."""
-        records = b"".join(encode_record(row) for row in self._outstanding.values())
+        records = b"".join(frame_record(fields) for fields in self._outstanding.values())
         try:
             if not records:
                 os.ftruncate(self._descriptor, 0)
@@ -331,13 +361,18 @@ class IntentJournal:
 
 
 __all__ = [
+    "CLIENT_ORDER_ID_FIELD",
     "COMPACT_AT_BYTES",
     "JOURNAL_SUFFIX",
+    "STATUS_FIELD",
     "IntentJournal",
     "JournalContents",
     "JournalWriteError",
+    "RecordFields",
     "decode_record",
     "encode_record",
+    "frame_record",
     "journal_path",
     "read_journal",
+    "row_record_fields",
 ]

@@ -47,6 +47,7 @@ from bench.scenarios.variants import VARIANTS
 from bench.scenarios.variants import main as variants_main
 from executor.book_settings import MAX_ORDER_GROUP_CONTRACTS_LIMIT
 from executor.clock import clock_domain
+from executor.decide.risk import RiskGate, RiskLimits
 from executor.exchange.dispatcher import OrderDispatcher
 from executor.exchange.transport import (
     ExchangeEndpoint,
@@ -57,7 +58,7 @@ from executor.exchange.transport import (
     order_body,
 )
 from executor.fake.exchange import FakeCredentials, FakeExchange, serve_fake_exchange
-from executor.recording.intent_journal import journal_path, read_journal
+from executor.recording.intent_journal import journal_path, read_journal, row_record_fields
 from executor.signer import KalshiSigner
 from executor.telemetry import Telemetry
 from executor.wire.protocol import WakeMessage
@@ -377,7 +378,7 @@ def test_variants_refuse_an_unknown_name() -> None:
         "h11-responses",
         "task-writes",
         "no-shadow-hold",
-        "pending-before-write",
+        "all-before-write",
     }
     assert variants_main(["idle-lane+nonsense", "serve"]) == 2
     assert variants_main([]) == 2
@@ -405,26 +406,38 @@ async def test_the_intent_variants_turn_the_record_off_and_time_it(
     monkeypatch.setenv("TIMED_INTENT_OUT", str(out))
     VARIANTS["timed-intent"]()
     async with running_telemetry(short_dir / "t.db", intent_journal=True) as telemetry:
-        telemetry.record_intent(order_row(client_order_id="a" * 32))
-        telemetry.record_intent(order_row(client_order_id="b" * 32))
+        telemetry.record_intent(row_record_fields(order_row(client_order_id="a" * 32)))
+        telemetry.record_intent(row_record_fields(order_row(client_order_id="b" * 32)))
         assert len(read_journal(journal_path(short_dir / "t.db")).rows) == 2
     (write_out,) = at_exit
     write_out()
     assert [int(line) > 0 for line in out.read_text().splitlines()] == [True, True]
     VARIANTS["no-intent"]()
     async with running_telemetry(short_dir / "u.db", intent_journal=True) as telemetry:
-        telemetry.record_intent(order_row())
+        telemetry.record_intent(row_record_fields(order_row()))
         assert read_journal(journal_path(short_dir / "u.db")).rows == []
 
 
-async def test_the_pending_before_write_variant_queues_the_row_before_the_write(
+async def test_the_all_before_write_variant_does_it_all_before_the_write(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """``pending-before-write`` puts the pending row's queueing back before the request is
-    written (the product queues it after): the A/B's other side does what it says."""
+    """``all-before-write`` puts the risk gate's attempt and the pending row's queueing back
+    before the request is written (the product does both after): the A/B's other side does what
+    it says."""
     monkeypatch.setattr(OrderDispatcher, "begin", OrderDispatcher.begin)  # restored after
-    VARIANTS["pending-before-write"]()
-    async with order_harness(placer=StartingPlacer([])) as harness:
+    VARIANTS["all-before-write"]()
+    risk = RiskGate(RiskLimits(), allowed_exchange_indexes=frozenset({0}))
+    attempts_at_send: list[int] = []
+    placer = StartingPlacer([])
+    send_now = placer.send_order_now
+
+    def counting(body: bytes, stamps: Any) -> Any:
+        attempts_at_send.append(risk.in_flight)
+        return send_now(body, stamps)
+
+    placer.send_order_now = counting  # type: ignore[method-assign]
+    async with order_harness(placer=placer, risk=risk) as harness:
         await harness.fire_path.fire(make_wake("c-1", exchange_index=0))
     kinds = [kind for kind, _ in harness.events if kind in {"intent", "pending", "send"}]
     assert kinds == ["intent", "pending", "send"]
+    assert attempts_at_send == [1]

@@ -8,10 +8,12 @@ import ast
 import errno
 import inspect
 import textwrap
+from typing import Any
 
 import orjson
 import pytest
 
+from executor.decide.risk import RiskGate, RiskLimits
 from executor.exchange.dispatcher import OrderDispatcher
 from executor.exchange.messages import INTENT_NOT_RECORDED
 from executor.exchange.order_rows import order_row
@@ -77,8 +79,8 @@ async def test_an_order_whose_intent_cannot_be_recorded_is_not_sent() -> None:
 
 
 def _calls_between_the_row_and_the_send(function: object) -> list[str]:
-    """The names ``function`` calls after building the pending row and before the body is built
-    and the request started (``_build_and_start``), in order."""
+    """The names ``function`` calls after preparing the order's ids and before the body is
+    built and the request started (``_build_and_start``), in order."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(function)))  # type: ignore[arg-type]
     calls = []
     for node in ast.walk(tree):
@@ -87,29 +89,51 @@ def _calls_between_the_row_and_the_send(function: object) -> list[str]:
             name = func.attr if isinstance(func, ast.Attribute) else ast.unparse(func)
             calls.append((node.lineno, node.col_offset, name))
     names = [name for _, _, name in sorted(calls)]
-    return names[names.index("order_row") + 1 : names.index("_build_and_start")]
+    return names[names.index("prepare") + 1 : names.index("_build_and_start")]
 
 
 def test_the_intent_record_is_the_only_call_between_decision_and_send() -> None:
-    """Between building the pending row and starting the request the dispatcher writes the
-    intent record: nothing else, the row's queueing included (``_build_and_start`` itself is
-    guarded by tests/exchange/test_order_path.py)."""
+    """Between preparing the ids and starting the request the dispatcher reads the clock and
+    writes the intent record from its fields: nothing else (not the row, not its queueing, not
+    the risk gate); ``_build_and_start`` itself is guarded by tests/exchange/test_order_path.py."""
     between = _calls_between_the_row_and_the_send(OrderDispatcher.begin)
-    assert between == ["_record_intent"]
+    assert between == ["StartedOrder", "wall_ms", "_record_intent", "pending_record"]
+
+
+async def test_the_risk_gate_hears_of_the_attempt_right_after_the_write() -> None:
+    """The gate's attempt and in-flight count are recorded in the same step as the write, just
+    after it: none at the send, one when ``start`` returns, none once the order is done."""
+    risk = RiskGate(RiskLimits(), allowed_exchange_indexes=frozenset({0}))
+    placer = StartingPlacer([])
+    send_now = placer.send_order_now
+    in_flight_at_send: list[int] = []
+
+    def counting(body: bytes, stamps: Any) -> Any:
+        in_flight_at_send.append(risk.in_flight)
+        return send_now(body, stamps)
+
+    placer.send_order_now = counting  # type: ignore[method-assign]
+    async with order_harness(placer=placer, risk=risk) as harness:
+        rest = harness.fire_path.start(make_wake("c-2", exchange_index=0))
+        assert in_flight_at_send == [0] and risk.in_flight == 1
+        assert not isinstance(rest, FireOutcome)
+        assert await rest() is FireOutcome.FIRED
+    assert risk.in_flight == 0
 
 
 def test_the_check_sees_a_log_call_slipped_in() -> None:
     """The negative twin: an extra call before the send is something the check reports."""
 
     def slipped(self: OrderDispatcher) -> None:
-        pending = order_row()  # type: ignore[call-arg]
-        self._record_intent(pending)
+        prepared = self.prepare()  # type: ignore[call-arg]
+        self._record_intent(prepared)  # type: ignore[arg-type]
         log.info("x")  # type: ignore[name-defined]  # noqa: F821
-        self.sink.record_pending(pending)
+        self.sink.record_pending(order_row())  # type: ignore[call-arg]
         self._build_and_start()  # type: ignore[call-arg]
 
     assert _calls_between_the_row_and_the_send(slipped) == [
         "_record_intent",
         "info",
         "record_pending",
+        "order_row",
     ]

@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 import trio
 
-from executor.recording.intent_journal import JournalWriteError, journal_path, read_journal
+from executor.recording.intent_journal import (
+    JournalWriteError,
+    journal_path,
+    read_journal,
+    row_record_fields,
+)
 from executor.recording.rows import OrderRowKind, OrderStatus
 from tests.support.rows import order_row, running_telemetry
 
@@ -36,7 +41,7 @@ async def test_a_settled_intent_leaves_the_journal_empty_at_exit(short_dir: Path
         pending, kind=OrderRowKind.RESOLUTION, status=OrderStatus.FILLED
     )
     async with running_telemetry(db_path, intent_journal=True) as telemetry:
-        telemetry.record_intent(pending)
+        telemetry.record_intent(row_record_fields(pending))
         assert read_journal(journal_path(db_path)).rows == [pending]
         telemetry.record_pending(pending)
         await telemetry.record_order(resolution)
@@ -56,7 +61,7 @@ async def test_an_intent_the_database_never_got_is_written_by_the_next_start(
     db_path = short_dir / "t.db"
     lost = order_row(client_order_id="b" * 32)
     async with running_telemetry(db_path, intent_journal=True) as telemetry:
-        telemetry.record_intent(lost)
+        telemetry.record_intent(row_record_fields(lost))
     assert statuses(db_path) == []
     assert read_journal(journal_path(db_path)).rows == [lost]
     async with running_telemetry(db_path, intent_journal=True) as telemetry:
@@ -69,7 +74,7 @@ async def test_without_the_journal_nothing_is_recorded(short_dir: Path) -> None:
     """The negative twin: telemetry without an exchange keeps no journal and records no intent."""
     db_path = short_dir / "t.db"
     async with running_telemetry(db_path) as telemetry:
-        telemetry.record_intent(order_row())
+        telemetry.record_intent(row_record_fields(order_row()))
         assert telemetry.journal is None
     assert not journal_path(db_path).exists()
 
@@ -82,6 +87,6 @@ async def test_a_record_that_cannot_be_written_raises_and_is_counted(short_dir: 
         assert journal is not None
         os.close(journal._descriptor)  # every write now fails (EBADF)
         with pytest.raises(JournalWriteError):
-            telemetry.record_intent(order_row())
+            telemetry.record_intent(row_record_fields(order_row()))
         assert telemetry.statistics().intents_unrecorded == 1
         journal._descriptor = os.open(os.devnull, os.O_WRONLY)  # for the close at exit

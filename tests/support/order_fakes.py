@@ -25,6 +25,7 @@ from executor.exchange.shadow_lane import SHADOW_LANE_CAPACITY, ShadowLane
 from executor.exchange.stages import PerfToWall
 from executor.exchange.transport import OrderStamps
 from executor.fire.path import FirePath, OrderPath
+from executor.recording.intent_journal import RecordFields, decode_record, frame_record
 from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow
 
 
@@ -126,9 +127,10 @@ class RecordingSink:
     """Set to make the intent record fail (the journal's disk is full)."""
     intents: list[OrderRow] = field(default_factory=list)
 
-    def record_intent(self, row: OrderRow) -> None:
+    def record_intent(self, fields: RecordFields) -> None:
         if self.intent_error is not None:
             raise self.intent_error
+        row = decode_record(frame_record(fields)[:-1])  # the row the journal would give back
         self.events.append(("intent", row.client_order_id))
         self.intents.append(row)
 
