@@ -64,6 +64,29 @@ def test_the_check_sees_a_folder_of_the_run_machine() -> None:
     ]
 
 
+REFERENCE = re.compile(r"\bthe reference\b", flags=re.IGNORECASE)
+REFERENCE_REPOSITORY = "anaborne/prediction-market-infra"
+"""The reference system's public repository, which a reader can open."""
+
+
+def reference_unnamed(text: str) -> bool:
+    """Whether ``text`` speaks of "the reference" without ever naming its repository."""
+    return REFERENCE.search(text) is not None and REFERENCE_REPOSITORY not in text
+
+
+@pytest.mark.parametrize("name", USER_DOCUMENTS)
+def test_a_document_about_the_reference_names_its_repository(name: str) -> None:
+    """A user document that speaks of "the reference" names its public repository at least once."""
+    assert not reference_unnamed((ROOT / name).read_text())
+
+
+def test_the_check_sees_the_reference_unnamed() -> None:
+    """Negative twin: "the reference" alone is found; named once, or not spoken of, it is not."""
+    assert reference_unnamed("It speaks the reference system's protocol.")
+    assert not reference_unnamed(f"The reference ({REFERENCE_REPOSITORY}), the reference's rows.")
+    assert not reference_unnamed("A referenced file.")
+
+
 @pytest.mark.parametrize("name", DOCUMENTS)
 def test_relative_links_resolve(name: str) -> None:
     """Every relative Markdown link names a file or folder that exists in the repository."""
