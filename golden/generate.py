@@ -4,8 +4,9 @@
 
 Run it by hand when a case is added or changed, review the diff, and commit the outputs; CI never
 runs it. Everything but ``signing/`` and ``SOURCE.txt`` is deterministic and must come out byte for
-byte as committed (``tests/test_golden.py`` holds the committed files to these functions, and
-``tests/test_conformance.py`` holds them to the reference's output). ``signing/`` is new on every
+byte as committed (``tests/wire/test_golden.py`` holds the committed files to these functions,
+and ``tests/wire/test_conformance.py`` holds them to the reference's output, that of
+anaborne/prediction-market-infra, when given a copy of it). ``signing/`` is new on every
 run: PSS salts randomly and the throwaway private key is discarded; only its public half is kept.
 
 The case definitions live in functions so that the tests can import this file by path and rebuild

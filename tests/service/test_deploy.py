@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import configparser
 import contextlib
+import dataclasses
+import itertools
 import json
 import re
 import shlex
@@ -21,12 +23,22 @@ from executor import cli, logs, telemetry
 from executor.exchange.dispatcher import RESOLUTION_TIMEOUT_S
 from executor.recording.metrics import STOP_TIMEOUT_S
 from executor.server import DEFAULT_GRACE_S
+from executor.wire.socket_access import parse_socket_mode
 from tests.support.inprocess import make_wake
 from tests.support.processes import Executor, Spawner, request_all
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "deploy" / "systemd" / "trio-executor.service"
 DASHBOARD = ROOT / "deploy" / "grafana" / "trio-executor.json"
+OPERATIONS = ROOT / "docs" / "OPERATIONS.md"
+
+GROUP_CREATED = re.compile(r"^ +sudo groupadd --system (\S+)", flags=re.MULTILINE)
+GROUP_JOINED = re.compile(r"^ +sudo usermod -aG (\S+) POLLER_USER", flags=re.MULTILINE)
+SOCKET_FLAGS = re.compile(r"--socket-mode (\d+) --socket-group ([\w-]+)")
+ANOTHER_USER = "**A poller running as another user.**"
+SAME_USER = "**A poller running as the same user**"
+SYSTEMD_SECTION = "## Run it under systemd"
+UNIT_TABLE = "| setting | value | why |"
 
 METRIC_NAME = re.compile(r"\btrio_executor_[a-z0-9_]+")
 STAGE_SELECTOR = re.compile(r'stage(=~|=)"([^"]+)"')
@@ -50,17 +62,18 @@ HALTED_STATE_METRICS = {
 # ---------------------------------------------------------------- the systemd unit
 
 
-def unit() -> configparser.RawConfigParser:
-    """The unit file, parsed (``\\`` continuations joined)."""
+def unit(text: str | None = None) -> configparser.RawConfigParser:
+    """The unit file (or ``text``, a unit), parsed (``\\`` continuations joined)."""
     parser = configparser.RawConfigParser(strict=False, interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]  # keys are case-sensitive
-    parser.read_string(UNIT.read_text().replace("\\\n", " "))
+    unit_text = UNIT.read_text() if text is None else text
+    parser.read_string(unit_text.replace("\\\n", " "))
     return parser
 
 
-def exec_start_args() -> list[str]:
+def exec_start_args(unit_text: str | None = None) -> list[str]:
     """ExecStart's arguments after the program, with the specifiers of a system unit filled in."""
-    service = unit()["Service"]
+    service = unit(unit_text)["Service"]
     text = service["ExecStart"]
     for specifier, value in (("%t", "/run"), ("%S", "/var/lib"), ("%E", "/etc")):
         text = text.replace(specifier, value)
@@ -113,6 +126,97 @@ def test_unit_hardening() -> None:
     assert service["ProtectSystem"] == "strict"  # RuntimeDirectory/StateDirectory stay writable
     assert service["PrivateTmp"] == "yes"
     assert "ReadOnlyPaths" not in service
+
+
+@dataclasses.dataclass(frozen=True)
+class PollerSetup:
+    """What OPERATIONS.md tells an operator to set up for a poller running as another user."""
+
+    group: str
+    socket_mode: str
+    runtime_directory_mode: str
+
+
+def paragraph(text: str, opening: str) -> str:
+    """The paragraph of ``text`` that begins with ``opening``, on one line."""
+    start = text.index(opening)
+    return " ".join(text[start:].split("\n\n", 1)[0].split())
+
+
+def unit_table(operations: str) -> dict[str, str]:
+    """OPERATIONS.md's table of the unit's settings: each setting cell to its value cell, both
+    without backquotes."""
+    table = operations[operations.index(UNIT_TABLE) :].split("\n\n", 1)[0]
+    rows = [line.strip().strip("|").split("|") for line in table.splitlines()[2:]]
+    return {row[0].strip().replace("`", ""): row[1].strip().replace("`", "") for row in rows}
+
+
+def documented_poller_setup(operations: str) -> PollerSetup:
+    """The poller's group, the socket's mode and the runtime directory's mode as OPERATIONS.md
+    gives them, once its install commands, its prose and its table of the unit agree on them."""
+    (created,) = GROUP_CREATED.findall(operations)
+    (joined,) = GROUP_JOINED.findall(operations)
+    ((prose_mode, prose_group),) = SOCKET_FLAGS.findall(paragraph(operations, ANOTHER_USER))
+    rows = unit_table(operations)
+    (flags,) = [setting for setting, value in rows.items() if value == "in ExecStart"]
+    ((table_mode, table_group),) = SOCKET_FLAGS.findall(flags)
+    (supplementary,) = [
+        setting.partition("=")[2] for setting in rows if setting.startswith("SupplementaryGroups=")
+    ]
+    assert created == joined == prose_group == table_group == supplementary
+    assert prose_mode == table_mode
+    systemd = operations[operations.index(SYSTEMD_SECTION) :]
+    assert f"SupplementaryGroups={created}" in paragraph(systemd, SAME_USER)  # what to remove
+    return PollerSetup(created, prose_mode, rows["RuntimeDirectoryMode"])
+
+
+def poller_problems(unit_text: str, setup: PollerSetup) -> list[str]:
+    """Where the unit ``unit_text`` differs from ``setup``: the two socket flags in ExecStart, the
+    group among SupplementaryGroups, RuntimeDirectoryMode (empty when it does not)."""
+    service = unit(unit_text)["Service"]
+    args = exec_start_args(unit_text)
+    problems: list[str] = []
+    for flag, wanted in (("--socket-mode", setup.socket_mode), ("--socket-group", setup.group)):
+        given = [value for name, value in itertools.pairwise(args) if name == flag]
+        if given != [wanted]:
+            problems.append(f"ExecStart gives {flag} {given}, not [{wanted!r}]")
+    if setup.group not in service.get("SupplementaryGroups", "").split():
+        problems.append(f"the executor is not put in {setup.group} (SupplementaryGroups)")
+    if service.get("RuntimeDirectoryMode") != setup.runtime_directory_mode:
+        problems.append(f"RuntimeDirectoryMode is not {setup.runtime_directory_mode}")
+    return problems
+
+
+def test_unit_lets_a_poller_under_another_user_connect() -> None:
+    """The unit carries what OPERATIONS.md tells an operator to set up for a poller under another
+    user: the socket's mode and group in ExecStart, the executor in that group, and a runtime
+    directory the poller can pass through but not list."""
+    setup = documented_poller_setup(OPERATIONS.read_text())
+    assert poller_problems(UNIT.read_text(), setup) == []
+    socket_mode = parse_socket_mode(setup.socket_mode)  # the executor accepts it
+    assert socket_mode & 0o060 == 0o060  # the group may connect (write) ...
+    directory_mode = int(setup.runtime_directory_mode, 8)
+    # ... and, in neither the unit's user nor its group, passes the folder as "other".
+    assert directory_mode & 0o001 and not directory_mode & 0o004
+
+
+@pytest.mark.parametrize(
+    ("line", "replacement"),
+    [
+        ("--socket-mode 0660 \\", ""),
+        ("--socket-group trio-poller \\", ""),
+        ("SupplementaryGroups=trio-poller", ""),
+        ("RuntimeDirectoryMode=0711", ""),
+        ("RuntimeDirectoryMode=0711", "RuntimeDirectoryMode=0750"),  # the unit before the fix
+    ],
+)
+def test_the_poller_check_sees_a_line_missing(line: str, replacement: str) -> None:
+    """Negative twin: the unit with one of the poller's lines removed (or the runtime directory
+    back at 0750) is found wanting."""
+    lines = UNIT.read_text().splitlines()
+    assert sum(text.strip() == line for text in lines) == 1
+    changed = "\n".join(replacement if text.strip() == line else text for text in lines) + "\n"
+    assert poller_problems(changed, documented_poller_setup(OPERATIONS.read_text())) != []
 
 
 # ---------------------------------------------------------------- the dashboard

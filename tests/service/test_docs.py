@@ -1,4 +1,5 @@
-"""The user documents stand on their own: no path outside the repository, every link resolves."""
+"""The user documents stand on their own: no path outside the repository, every link resolves,
+and the README opens with the commands that start the service and run the tests."""
 
 from __future__ import annotations
 
@@ -63,6 +64,29 @@ def test_the_check_sees_a_folder_of_the_run_machine() -> None:
     ]
 
 
+REFERENCE = re.compile(r"\bthe reference\b", flags=re.IGNORECASE)
+REFERENCE_REPOSITORY = "anaborne/prediction-market-infra"
+"""The reference system's public repository, which a reader can open."""
+
+
+def reference_unnamed(text: str) -> bool:
+    """Whether ``text`` speaks of "the reference" without ever naming its repository."""
+    return REFERENCE.search(text) is not None and REFERENCE_REPOSITORY not in text
+
+
+@pytest.mark.parametrize("name", USER_DOCUMENTS)
+def test_a_document_about_the_reference_names_its_repository(name: str) -> None:
+    """A user document that speaks of "the reference" names its public repository at least once."""
+    assert not reference_unnamed((ROOT / name).read_text())
+
+
+def test_the_check_sees_the_reference_unnamed() -> None:
+    """Negative twin: "the reference" alone is found; named once, or not spoken of, it is not."""
+    assert reference_unnamed("It speaks the reference system's protocol.")
+    assert not reference_unnamed(f"The reference ({REFERENCE_REPOSITORY}), the reference's rows.")
+    assert not reference_unnamed("A referenced file.")
+
+
 @pytest.mark.parametrize("name", DOCUMENTS)
 def test_relative_links_resolve(name: str) -> None:
     """Every relative Markdown link names a file or folder that exists in the repository."""
@@ -78,3 +102,28 @@ def test_the_check_sees_an_escaping_path() -> None:
     assert found == ["../shared/spec/SERVICE.md", "../x.md"]
     assert not _inside(ROOT / "docs" / "OPERATIONS.md", found[0])
     assert _inside(ROOT / "docs" / "OPERATIONS.md", "../deploy/systemd/trio-executor.service")
+
+
+COUNT_WORDS = {1: "It", 2: "Both", 3: "All three", 4: "All four"}
+"""How the sentence after the README's opening commands speaks of them, by their number."""
+
+
+def opening_commands(readme: str) -> tuple[list[str], str]:
+    """The commands of the README's first indented block (comments dropped) and the paragraph
+    that follows it."""
+    blocks = readme.split("\n\n")
+    index = next(i for i, block in enumerate(blocks) if block.startswith("    "))
+    commands = [
+        line.split("#", 1)[0].strip()
+        for line in blocks[index].splitlines()
+        if line.split("#", 1)[0].strip()
+    ]
+    return commands, " ".join(blocks[index + 1].split())
+
+
+def test_readme_opens_with_the_start_and_test_commands() -> None:
+    """The README's first two commands start the service and run the tests, and the sentence
+    after the opening commands counts them right."""
+    commands, following = opening_commands((ROOT / "README.md").read_text())
+    assert commands[:2] == ["python3 dev.py serve", "python3 dev.py test"]
+    assert following.startswith(f"{COUNT_WORDS[len(commands)]} need only Python 3.11+")

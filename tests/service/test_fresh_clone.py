@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SUITE_TIMEOUT_S = 300.0
@@ -25,11 +27,16 @@ EXECUTOR_TESTS = [
 """Tests whose executors must print exactly one line: an unknown variable's warning breaks them."""
 
 
+REFERENCE_GOLDEN = "TRIO_EXECUTOR_REFERENCE_GOLDEN"
+"""Where the golden cross-check finds the reference's output; never passed to a child here."""
+
+
 def _pytest(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    inherited = {name: value for name, value in os.environ.items() if name != REFERENCE_GOLDEN}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
         cwd=cwd,
-        env={**os.environ, **env},
+        env={**inherited, **env},
         capture_output=True,
         text=True,
         timeout=SUITE_TIMEOUT_S,
@@ -66,7 +73,7 @@ def _tracked_files() -> list[str]:
 def test_a_copy_with_nothing_beside_it_validates_the_fake(short_dir: Path) -> None:
     """The tests that once read ``../shared`` (the published API's schema files) pass in a copy of
     the working tree with nothing beside it, and the golden cross-check with the reference skips,
-    saying where it looked."""
+    naming the repository its output comes from."""
     clone = short_dir / "clone"
     for name in _tracked_files():
         target = clone / name
@@ -81,5 +88,17 @@ def test_a_copy_with_nothing_beside_it_validates_the_fake(short_dir: Path) -> No
         "tests/wire/test_conformance.py",
     )
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
-    assert "reference golden folder not found" in ran.stdout
+    assert "reference golden output not given" in ran.stdout
+    assert "anaborne/prediction-market-infra" in ran.stdout
     assert " passed" in ran.stdout and " failed" not in ran.stdout
+
+
+def test_the_reference_cross_check_reads_nothing_beside_the_checkout() -> None:
+    """Run in the checkout itself without TRIO_EXECUTOR_REFERENCE_GOLDEN, the golden cross-check
+    is skipped, naming the reference's repository, even where a copy of the reference's output
+    lies beside the checkout (it once read ``../shared`` by default)."""
+    ran = _pytest(ROOT, "-rs", "tests/wire/test_conformance.py")
+    # A module skipped whole leaves nothing collected: pytest's exit status 5.
+    assert ran.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, ran.stdout[-3000:] + ran.stderr
+    assert "1 skipped" in ran.stdout and " passed" not in ran.stdout, ran.stdout[-3000:]
+    assert "anaborne/prediction-market-infra" in ran.stdout

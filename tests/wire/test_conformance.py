@@ -1,10 +1,15 @@
 """The project's golden fixtures equal the reference implementation's output (PROTOCOL.md).
 
-The reference's files are read in place from ``<repo root>/../shared/reference/golden`` (the
-project's working machines have ``shared/`` beside the checkout; a fresh clone does not, and CI runs
-one suite from such a clone), or from the directory named by ``TRIO_EXECUTOR_REFERENCE_GOLDEN``.
-Where that folder is absent the whole module is skipped with the path it looked for (the reference's
-output is never copied in); an override naming a missing folder is an error, not a skip.
+The reference is ``anaborne/prediction-market-infra``. Its golden output is what the C++ port's
+generator (``anaborne/executor-hotpath-cpp``, ``tests/golden/generate_golden.py``) writes by running
+the reference's own code (``src/kalshi_bot/ipc/protocol.py`` and ``ipc/executor_server.py``,
+``benchmarks/latency_bench.py``), with five signatures the reference signer made
+(``tests/golden/signing/``); that repository commits it in its ``tests/golden/`` folder. This module
+runs only when ``TRIO_EXECUTOR_REFERENCE_GOLDEN`` names such a folder: without it the whole module
+is skipped, saying where the output comes from (nothing outside the checkout is read by default,
+and the reference's output is never copied in); a name that is not a folder is an error, not a
+skip. ``percentiles.tsv`` goes through the platform's ``exp`` (``golden/SOURCE.txt``), so compare
+it with a copy generated on Linux with glibc, as this project's is.
 
 Signatures cannot be compared byte for byte (PSS salts randomly): instead the reference signer's
 five signatures must verify, with the reference's public key, over the messages this project's
@@ -28,19 +33,22 @@ ENV_OVERRIDE = "TRIO_EXECUTOR_REFERENCE_GOLDEN"
 GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 
 
+NOT_GIVEN = (
+    f"reference golden output not given: set {ENV_OVERRIDE} to a folder holding it (the reference,"
+    " anaborne/prediction-market-infra, run through anaborne/executor-hotpath-cpp's"
+    " tests/golden/generate_golden.py; that repository commits it in tests/golden/)"
+)
+"""Why the module is skipped, and where the reference's output comes from."""
+
+
 def _reference_dir() -> Path:
+    """The folder ``TRIO_EXECUTOR_REFERENCE_GOLDEN`` names (the module is skipped without one)."""
     override = os.environ.get(ENV_OVERRIDE)
-    if override:
-        path = Path(override)
-        if not path.is_dir():
-            pytest.fail(f"{ENV_OVERRIDE}={override!r} is not a directory", pytrace=False)
-        return path
-    path = GOLDEN.parent.parent / "shared" / "reference" / "golden"
+    if not override:
+        pytest.skip(NOT_GIVEN, allow_module_level=True)
+    path = Path(override)
     if not path.is_dir():
-        pytest.skip(
-            f"reference golden folder not found at {path} (set {ENV_OVERRIDE} to point at it)",
-            allow_module_level=True,
-        )
+        pytest.fail(f"{ENV_OVERRIDE}={override!r} is not a directory", pytrace=False)
     return path
 
 

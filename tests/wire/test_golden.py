@@ -3,7 +3,7 @@
 Frames are rebuilt from the generator's case definitions (``golden/generate.py``, imported by path)
 and compared byte for byte; the TSV files are checked line by line against the codec, snap and
 percentile, each with a negative twin proving the file can tell a plausible wrong implementation
-apart. ``tests/test_conformance.py`` holds the same files to the reference's output.
+apart. ``tests/wire/test_conformance.py`` holds the same files to the reference's output.
 """
 
 from __future__ import annotations
