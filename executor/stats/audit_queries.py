@@ -92,11 +92,26 @@ def _read_reconciliation(
     }
 
 
-def read_heartbeats(connection: sqlite3.Connection, now_ms: int) -> list[dict[str, Any]]:
-    """Every ``heartbeats`` row with its age in seconds."""
+_COUNTERS_JOIN: Final = (
+    " LEFT JOIN executor_heartbeats AS own ON own.process = beat.process"
+    " AND own.pid = beat.pid AND own.started_at_ms = beat.started_at_ms"
+)
+"""The executor's own counters of the same run as the heartbeat (written with it); another
+writer's heartbeat under the same name (the reference's, a later run's) gets none."""
+
+
+def read_heartbeats(
+    connection: sqlite3.Connection, now_ms: int, *, with_counters: bool = False
+) -> list[dict[str, Any]]:
+    """Every ``heartbeats`` row with its age in seconds, and its run's ``lookups_unknown`` as
+    of that beat (None without the executor's ``executor_heartbeats``, or no row of that run).
+
+    ``with_counters``: the file has ``executor_heartbeats``.
+    """
+    counters, join = ("own.lookups_unknown", _COUNTERS_JOIN) if with_counters else ("NULL", "")
     rows = connection.execute(
-        "SELECT process, pid, started_at_ms, beat_at_ms, queue_depth, dropped_rows"
-        " FROM heartbeats ORDER BY process"
+        "SELECT beat.process, beat.pid, beat.started_at_ms, beat.beat_at_ms, beat.queue_depth,"
+        f" beat.dropped_rows, {counters} FROM heartbeats AS beat{join} ORDER BY beat.process"
     ).fetchall()
     return [
         {
@@ -107,8 +122,11 @@ def read_heartbeats(connection: sqlite3.Connection, now_ms: int) -> list[dict[st
             "age_s": (now_ms - beat_at_ms) / 1000,
             "queue_depth": queue_depth,
             "dropped_rows": dropped_rows,
+            "lookups_unknown": lookups_unknown,
         }
-        for process, pid, started_at_ms, beat_at_ms, queue_depth, dropped_rows in rows
+        for process, pid, started_at_ms, beat_at_ms, queue_depth, dropped_rows, lookups_unknown in (
+            rows
+        )
     ]
 
 

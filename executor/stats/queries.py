@@ -276,7 +276,9 @@ def build_report(
         if "orders_fired" in tables:
             report.orders_fired = read_orders(connection, since_ms)
         if "heartbeats" in tables:
-            report.heartbeats = read_heartbeats(connection, now_ms)
+            report.heartbeats = read_heartbeats(
+                connection, now_ms, with_counters="executor_heartbeats" in tables
+            )
     finally:
         connection.execute("COMMIT")
     return report
