@@ -157,10 +157,12 @@ async def serve_heartbeats(
     *,
     interval_s: float = HEARTBEAT_INTERVAL_S,
     process: str = HEARTBEAT_PROCESS,
+    lookups_unknown: Callable[[], int] | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Write the heartbeat row of ``process`` now and every ``interval_s`` until cancelled;
-    ``started_at_ms`` is when this run began."""
+    ``started_at_ms`` is when this run began. ``lookups_unknown``, when given, is read into
+    each row too (the executor's own counters table beside the reference's heartbeats)."""
     started_at_ms = wall_ms()
     pid = os.getpid()
     task_status.started()
@@ -172,6 +174,7 @@ async def serve_heartbeats(
             beat_at_ms=wall_ms(),
             queue_depth=queue_depth(),
             dropped_rows=dropped_rows(),
+            lookups_unknown=None if lookups_unknown is None else lookups_unknown(),
         )
         await sink.record_order(row)
         await trio.sleep(interval_s)

@@ -5,11 +5,12 @@ even the journal can lose (a power cut, a journal deleted or unwritable) and wha
 order of ours on the exchange without a row. A pass lists the account's orders
 (``GET /portfolio/orders`` with ``min_ts`` and the cursor, no ticker: ``order_lookup.list_orders``)
 since the earliest run whose orders were not yet checked began (``executor.recording.
-installation``'s ``adopt_since_ms``, less ``MIN_TS_MARGIN_S``, at most the warm start's 24 h),
-and for every order whose ``client_order_id`` carries this installation's prefix and has no row,
-writes one: the exchange's status, fill and ``order_id``, ``error_message``
-:data:`ADOPTED_MESSAGE`, counted ``adopted``. Orders of other clients (any other id) are left
-alone and counted (``foreign_orders``, the last pass's figure).
+installation``'s ``adopt_since_ms``, recorded before that run sent anything, so at or before its
+first heartbeat), less ``MIN_TS_MARGIN_S`` for the clocks, at most
+:data:`ADOPTION_LOOKBACK_MAX_MS` back; and for every order whose ``client_order_id`` carries
+this installation's prefix and has no row, writes one: the exchange's status, fill and
+``order_id``, ``error_message`` :data:`ADOPTED_MESSAGE`, counted ``adopted``. Orders of other
+clients (any other id) are left alone and counted (``foreign_orders``, the last pass's figure).
 
 When: at start-up, before reconciliation and the risk gate's warm start (which then read the
 adopted rows: an adopted resting order is followed like any other), and then by
@@ -42,7 +43,6 @@ import structlog
 import trio
 
 from executor.clock import wall_ms
-from executor.decide.risk_limits import DAY_MS
 from executor.exchange.messages import GOOD_TILL_CANCELED, ExchangeError
 from executor.exchange.order_lookup import (
     ExchangeOrder,
@@ -53,7 +53,7 @@ from executor.exchange.order_lookup import (
 from executor.exchange.reconcile import MIN_TS_MARGIN_S, CollectedRows, OrderRowSink
 from executor.recording.database import read_orders_fired
 from executor.recording.installation import ClientOrderIds, save_adopt_since
-from executor.recording.open_orders import ADOPTED_MESSAGE, write_corrections
+from executor.recording.open_orders import ADOPTED_MESSAGE, LIVE_WINDOW_MS, write_corrections
 from executor.recording.rows import OrderRow, OrderRowKind, row_fields
 
 log = structlog.get_logger()
@@ -63,16 +63,25 @@ ADOPTION_SETTLE_S: Final = 60.0
 issue measured an exchange listing an order 7.5 s after it arrived; eight times that is a guess,
 not a measurement, until ``GET /exchange/user_data_timestamp`` says how current the listing is."""
 
+ADOPTION_LOOKBACK_MAX_MS: Final = LIVE_WINDOW_MS
+"""How far back a pass lists at most (ms): as far as the live ``GET /portfolio/orders`` is taken
+to hold every order (``LIVE_WINDOW_MS``, a month; older ones would need ``GET
+/historical/orders``, not read). Not a day: an order left without a row is near the moment its
+run died, and the restart may come days after that. A last run that began longer ago than this
+has its older orders left unlooked-for (a warning says so)."""
+
 ADOPTION_RECHECK_S: Final = 30.0
 """Seconds between passes until then: the account poll's interval."""
 
 ADOPTION_MAX_PAGES: Final = 1000
-"""Pages one pass follows (at 200 orders a page: 200,000 orders in 24 h); a cursor that runs
-further is an exchange bug, and the pass fails (logged; the next one tries again)."""
+"""Pages one pass follows (at 200 orders a page: 200,000 of the account's orders, other clients'
+included, since the window's start); a longer listing fails the pass (logged; the next one tries
+again). A guess, generous for a risk gate's 50 orders a day."""
 
 ADOPTION_TIMEOUT_S: Final = 60.0
 """Budget of one pass's listing (seconds): generous, it runs before serving or in the
 background; a guess."""
+
 
 class AdoptedOrderRecorder(Protocol):
     """What an order adopted while running tells the risk gate (``RiskGate`` fits)."""
@@ -194,7 +203,8 @@ class Adopter:
         db_path: the audit database (read in a worker thread; ``adopt_since_ms`` saved there).
         time_in_force / self_trade_prevention_type: the configured order flags.
         run_started_ms: when this run began.
-        adopt_since_ms: where the first pass starts looking (None: the warm start's 24 h).
+        adopt_since_ms: where the first pass starts looking (None: as far back as
+            ``ADOPTION_LOOKBACK_MAX_MS``).
         in_flight: the orders sent and not yet committed (the intent journal's outstanding).
         clock: wall-clock ms.
     """
@@ -226,14 +236,25 @@ class Adopter:
         self.foreign_orders = 0
         self.passes_failed = 0
         self._due = trio.Event()
+        self._window_cut = False
 
     def request_pass(self) -> None:
         """Ask for a pass as soon as :meth:`serve` can run one (e.g. an audit outage ended)."""
         self._due.set()
 
     def _min_ts_s(self, now_ms: int) -> int:
-        since_ms = max(self._since_ms or 0, now_ms - DAY_MS)
-        return since_ms // 1000 - MIN_TS_MARGIN_S
+        """The listing's ``min_ts`` (seconds): the window's start less the clocks' margin, at
+        most ``ADOPTION_LOOKBACK_MAX_MS`` back (a cut window is one warning per run)."""
+        oldest_ms = now_ms - ADOPTION_LOOKBACK_MAX_MS
+        start_ms = oldest_ms if self._since_ms is None else self._since_ms - MIN_TS_MARGIN_S * 1000
+        if start_ms < oldest_ms and not self._window_cut:
+            self._window_cut = True
+            log.warning(
+                "adoption window cut to the exchange's live listing: older orders not looked for",
+                since_ms=self._since_ms,
+                from_ms=oldest_ms,
+            )
+        return max(start_ms, oldest_ms) // 1000
 
     async def adopt(self, sink: OrderRowSink) -> AdoptionPass | None:
         """One pass: list, compare, write the adopted rows to ``sink``; None when the exchange
@@ -359,6 +380,7 @@ def adoption_counts(adopter: Adopter | None) -> dict[str, int]:
 
 __all__ = [
     "ADOPTED_MESSAGE",
+    "ADOPTION_LOOKBACK_MAX_MS",
     "ADOPTION_RECHECK_S",
     "ADOPTION_SETTLE_S",
     "Adopter",

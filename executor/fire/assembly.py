@@ -267,6 +267,7 @@ async def open_order_path(
                             lambda: _dropped_rows(telemetry),
                             interval_s=heartbeat_interval_s,
                             process=heartbeat_process,
+                            lookups_unknown=lambda: reconciler.lookups_unknown,
                         )
                     )
                     if stream is not None and orders.stream_state is not None:

@@ -113,7 +113,7 @@ class Installation:
         created: True when this start-up made it (no earlier run can have minted it).
         adopt_since_ms: when the earliest run whose orders are still to be checked began (this
             run, when ``created``; None only on a row whose value was cleared by hand: then
-            nothing is adopted until a pass records one).
+            adoption looks as far back as the exchange's live listing goes).
     """
 
     prefix: str

@@ -143,7 +143,9 @@ class OrderRow:
 
 @dataclass(frozen=True, slots=True)
 class HeartbeatRow:
-    """One ``heartbeats`` row (INSERT OR REPLACE: one row per process)."""
+    """One ``heartbeats`` row (INSERT OR REPLACE: one row per process), and with an exchange the
+    executor's own counters beside it (``executor_heartbeats``: the reference's table has no
+    column for them)."""
 
     process: str
     pid: int
@@ -151,6 +153,8 @@ class HeartbeatRow:
     beat_at_ms: int
     queue_depth: int
     dropped_rows: int
+    lookups_unknown: int | None = None
+    """This run's lookups that ended unknown so far (None: no exchange, no counters row)."""
 
 
 TelemetryRow: TypeAlias = LatencyRow | OrderRow | HeartbeatRow

@@ -4,7 +4,8 @@ Plain data and one path function, with no SQLite connection and no Trio: ``execu
 imports this module to find the file without loading the service, and the writer thread
 (``executor.recording.database``) runs these statements when it opens the file. The tables
 and columns are the reference system's (TELEMETRY.md, DISPATCH.md §8), so its benchmark query and
-its poller can share the file.
+its poller can share the file; :data:`EXECUTOR_HEARTBEATS_SCHEMA` is the executor's own, made
+only when first written.
 """
 
 from __future__ import annotations
@@ -85,10 +86,29 @@ SCHEMA_STATEMENTS: Final = (
 EXISTS``), so opening a file the reference or an earlier run created changes nothing in it."""
 
 
+EXECUTOR_HEARTBEATS_SCHEMA: Final = """CREATE TABLE IF NOT EXISTS executor_heartbeats (
+    process          TEXT    PRIMARY KEY,
+    pid              INTEGER NOT NULL,
+    started_at_ms    INTEGER NOT NULL,
+    beat_at_ms       INTEGER NOT NULL,
+    lookups_unknown  INTEGER NOT NULL
+)"""
+"""The executor's own counters, one row per instance, replaced with its ``heartbeats`` row in the
+same transaction (the same ``process``, ``pid`` and ``started_at_ms``): what ``executor stats``
+shows of a live counter. Not the reference's (its ``heartbeats`` keeps its exact columns; it never
+reads this table); made by the writer with the first heartbeat that carries the counters, so a
+file written without an exchange has only the reference's tables."""
+
+
 def default_telemetry_db() -> Path:
     """Where rows go without ``--telemetry-db``: ``$XDG_STATE_HOME/trio-executor/telemetry.db``."""
     state_home = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
     return Path(state_home) / "trio-executor" / "telemetry.db"
 
 
-__all__ = ["REFERENCE_USER_VERSION", "SCHEMA_STATEMENTS", "default_telemetry_db"]
+__all__ = [
+    "EXECUTOR_HEARTBEATS_SCHEMA",
+    "REFERENCE_USER_VERSION",
+    "SCHEMA_STATEMENTS",
+    "default_telemetry_db",
+]

@@ -25,6 +25,7 @@ from executor.recording.database import (
     rollback_quietly,
 )
 from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow, OrderRowKind, TelemetryRow
+from executor.recording.schema import EXECUTOR_HEARTBEATS_SCHEMA
 
 ROW_RETRY_BUDGET_S: Final = 10.0
 """Longest a failed batch's row-by-row retry may run (seconds). A locked database makes every row
@@ -82,6 +83,10 @@ _REPLACE_HEARTBEAT: Final = (
     "INSERT OR REPLACE INTO heartbeats"
     " (process, pid, started_at_ms, beat_at_ms, queue_depth, dropped_rows)"
     " VALUES (?, ?, ?, ?, ?, ?)"
+)
+_REPLACE_EXECUTOR_HEARTBEAT: Final = (
+    "INSERT OR REPLACE INTO executor_heartbeats"
+    " (process, pid, started_at_ms, beat_at_ms, lookups_unknown) VALUES (?, ?, ?, ?, ?)"
 )
 
 _JSON_CORRELATIONS: Final = (
@@ -181,18 +186,13 @@ def _write_order(connection: sqlite3.Connection, row: OrderRow, now_ms: int) -> 
 
 
 def _write_heartbeat(connection: sqlite3.Connection, row: HeartbeatRow) -> None:
-    """Replace this process's heartbeat row."""
-    connection.execute(
-        _REPLACE_HEARTBEAT,
-        (
-            row.process,
-            row.pid,
-            row.started_at_ms,
-            row.beat_at_ms,
-            row.queue_depth,
-            row.dropped_rows,
-        ),
-    )
+    """Replace this process's heartbeat row, and its counters' row when it carries them (the
+    table made on first use: ``EXECUTOR_HEARTBEATS_SCHEMA``)."""
+    run = (row.process, row.pid, row.started_at_ms, row.beat_at_ms)
+    connection.execute(_REPLACE_HEARTBEAT, (*run, row.queue_depth, row.dropped_rows))
+    if row.lookups_unknown is not None:
+        connection.execute(EXECUTOR_HEARTBEATS_SCHEMA)
+        connection.execute(_REPLACE_EXECUTOR_HEARTBEAT, (*run, row.lookups_unknown))
 
 
 def _write_mixed(

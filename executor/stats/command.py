@@ -96,9 +96,11 @@ def render_text(report: Report) -> str:
     else:
         lines.append(f"heartbeats: {len(report.heartbeats)}")
         for beat in report.heartbeats:
+            unknown = beat.get("lookups_unknown")
             lines.append(
                 f"  {beat['process']:<16} pid={beat['pid']} age={beat['age_s']:.1f}s "
                 f"queue_depth={beat['queue_depth']} dropped_rows={beat['dropped_rows']}"
+                + ("" if unknown is None else f" lookups_unknown={unknown}")
             )
     return "\n".join(lines)
 

@@ -20,15 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from executor.recording.open_orders import (
-    ADOPTED_MESSAGE,
-    CANCELLED_AT_SHUTDOWN,
-    NO_SUCH_ORDER_PREFIX,
-    OPEN_ROWS_PARAMS,
-    OPEN_ROWS_WHERE,
-    OUTCOME_UNKNOWN_PREFIX,
-    RECONCILED_PREFIX,
-)
+from executor.stats.audit_queries import read_heartbeats, read_orders
 from executor.stats.percentile import percentile_of_sorted
 
 SCHEMA_ID: Final = "trio-executor.stats/1"
@@ -42,9 +34,6 @@ INDEX_WORTH_FRACTION: Final = 0.2
 """Use an index for a filter only when it keeps at most this fraction of the rows. A guess: an
 index walk costs a random read per row against a sequential scan's many rows per page; on a
 million-row file, a stage filter keeping every row ran slower through the index than a scan."""
-
-TOP_ERRORS: Final = 5
-"""How many of the most frequent ``orders_fired.error_message`` values are shown."""
 
 PERCENTILES: Final = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 
@@ -252,94 +241,6 @@ def latency_filter(
     return _Filter((" WHERE " + " AND ".join(clauses)) if clauses else "", params)
 
 
-def read_orders(connection: sqlite3.Connection, since_ms: int | None) -> dict[str, Any]:
-    """``orders_fired`` rows by status, and the most frequent error messages."""
-    where, params = ("WHERE requested_at_ms >= ?", [since_ms]) if since_ms is not None else ("", [])
-    by_status = dict(
-        connection.execute(
-            f"SELECT status, COUNT(*) FROM orders_fired {where} GROUP BY status ORDER BY status",
-            params,
-        ).fetchall()
-    )
-    error_where = f"{where} {'AND' if where else 'WHERE'} error_message IS NOT NULL"
-    top = connection.execute(
-        f"SELECT error_message, COUNT(*) AS n FROM orders_fired {error_where}"
-        " GROUP BY error_message ORDER BY n DESC, error_message LIMIT ?",
-        [*params, TOP_ERRORS],
-    ).fetchall()
-    return {
-        "total": sum(by_status.values()),
-        "by_status": by_status,
-        "top_errors": [{"error_message": message, "count": count} for message, count in top],
-        "reconciliation": _read_reconciliation(connection, where, params),
-    }
-
-
-def _read_reconciliation(
-    connection: sqlite3.Connection, where: str, params: list[Any]
-) -> dict[str, int]:
-    """Rows the exchange's answer corrected, rows it did not have, rows still unknown, every row
-    still open, and rows adopted from it.
-
-    Read from ``error_message``, which reconciliation writes (``executor.exchange.reconcile``):
-    the executor's ``reconciled`` / ``reconcile_failed`` counters over the file's history;
-    ``outcome_unknown`` the error rows still to be settled; ``open`` every row the account poll
-    and start-up still ask about (those, pending, submitted, accepted, resting partly filled);
-    ``adopted`` the adoption counter's (``executor.exchange.adoption``).
-    """
-    prefix = f"{where} {'AND' if where else 'WHERE'}"
-    (reconciled, failed, unknown, adopted) = connection.execute(
-        "SELECT COUNT(*) FILTER (WHERE substr(error_message, 1, ?) = ?),"
-        " COUNT(*) FILTER (WHERE status = 'error' AND substr(error_message, 1, ?) = ?),"
-        " COUNT(*) FILTER (WHERE status = 'error' AND kalshi_order_id IS NULL"
-        "   AND (substr(error_message, 1, ?) = ? OR error_message = ?)),"
-        " COUNT(*) FILTER (WHERE error_message = ?)"
-        f" FROM orders_fired {prefix} error_message IS NOT NULL",
-        [
-            len(RECONCILED_PREFIX),
-            RECONCILED_PREFIX,
-            len(NO_SUCH_ORDER_PREFIX),
-            NO_SUCH_ORDER_PREFIX,
-            len(OUTCOME_UNKNOWN_PREFIX),
-            OUTCOME_UNKNOWN_PREFIX,
-            CANCELLED_AT_SHUTDOWN,
-            ADOPTED_MESSAGE,
-            *params,
-        ],
-    ).fetchone()
-    (still_open,) = connection.execute(
-        f"SELECT COUNT(*) FROM orders_fired {prefix} {OPEN_ROWS_WHERE}",
-        [*params, *OPEN_ROWS_PARAMS],
-    ).fetchone()
-    return {
-        "reconciled": int(reconciled),
-        "reconcile_failed": int(failed),
-        "outcome_unknown": int(unknown),
-        "open": int(still_open),
-        "adopted": int(adopted),
-    }
-
-
-def read_heartbeats(connection: sqlite3.Connection, now_ms: int) -> list[dict[str, Any]]:
-    """Every ``heartbeats`` row with its age in seconds."""
-    rows = connection.execute(
-        "SELECT process, pid, started_at_ms, beat_at_ms, queue_depth, dropped_rows"
-        " FROM heartbeats ORDER BY process"
-    ).fetchall()
-    return [
-        {
-            "process": process,
-            "pid": pid,
-            "started_at_ms": started_at_ms,
-            "beat_at_ms": beat_at_ms,
-            "age_s": (now_ms - beat_at_ms) / 1000,
-            "queue_depth": queue_depth,
-            "dropped_rows": dropped_rows,
-        }
-        for process, pid, started_at_ms, beat_at_ms, queue_depth, dropped_rows in rows
-    ]
-
-
 def build_report(
     connection: sqlite3.Connection,
     database: Path,
@@ -375,7 +276,9 @@ def build_report(
         if "orders_fired" in tables:
             report.orders_fired = read_orders(connection, since_ms)
         if "heartbeats" in tables:
-            report.heartbeats = read_heartbeats(connection, now_ms)
+            report.heartbeats = read_heartbeats(
+                connection, now_ms, with_counters="executor_heartbeats" in tables
+            )
     finally:
         connection.execute("COMMIT")
     return report
@@ -389,9 +292,7 @@ __all__ = [
     "build_report",
     "latency_filter",
     "open_read_only",
-    "read_heartbeats",
     "read_latency",
     "read_latency_series",
-    "read_orders",
     "summarise",
 ]

@@ -11,10 +11,11 @@ import uuid
 from pathlib import Path
 
 import trio
+from structlog.testing import capture_logs
 
 from executor.clock import wall_ms
 from executor.decide.recent_orders import load_recent_orders
-from executor.exchange.adoption import ADOPTED_MESSAGE, Adopter
+from executor.exchange.adoption import ADOPTED_MESSAGE, ADOPTION_LOOKBACK_MAX_MS, Adopter
 from executor.exchange.messages import order_body
 from executor.exchange.reconcile import CollectedRows
 from executor.fake.exchange import FakeCredentials, FakeExchange
@@ -29,14 +30,32 @@ from tests.support.rows import order_row
 IDS = ClientOrderIds("0badcafe")
 """The installation under test."""
 
+DAY_MS = 24 * 3600 * 1000
+
 
 def put_on_book(exchange: FakeExchange, client_order_id: str, **overrides: object) -> str:
     """Place an order on the fake's book as if it had been sent; its exchange order id."""
     return str(exchange.place_order(order_body(spec(client_order_id, **overrides)))["order_id"])
 
 
-def adopter_for(client: object, db_path: Path, in_flight: frozenset[str] = frozenset()) -> Adopter:
-    """An adopter of ``IDS`` looking back a minute, fill_or_kill configured."""
+def place_at(exchange: FakeExchange, at_ms: int, client_order_id: str) -> None:
+    """Place an order on the fake's book as the exchange saw it at ``at_ms`` (its created_time)."""
+    exchange.clock = lambda: at_ms
+    try:
+        put_on_book(exchange, client_order_id)
+    finally:
+        exchange.clock = wall_ms
+
+
+def adopter_for(
+    client: object,
+    db_path: Path,
+    in_flight: frozenset[str] = frozenset(),
+    *,
+    since_ms: int | None = None,
+) -> Adopter:
+    """An adopter of ``IDS`` for a run starting now, fill_or_kill configured, looking back from
+    ``since_ms`` (by default a minute ago)."""
     now_ms = wall_ms()
     return Adopter(
         client,  # type: ignore[arg-type]
@@ -45,7 +64,7 @@ def adopter_for(client: object, db_path: Path, in_flight: frozenset[str] = froze
         time_in_force="fill_or_kill",
         self_trade_prevention_type="taker_at_cross",
         run_started_ms=now_ms,
-        adopt_since_ms=now_ms - 60_000,
+        adopt_since_ms=now_ms - 60_000 if since_ms is None else since_ms,
         in_flight=lambda: in_flight,
     )
 
@@ -148,3 +167,50 @@ def test_the_prefix_is_kept_with_the_database_and_minted_ids_are_32_hex(short_di
     assert all(first.ids.is_ours(i) for i in minted)
     assert not first.ids.is_ours(uuid.uuid4().hex)
     assert not first.ids.is_ours(first.prefix + "x" * 24)
+
+
+async def test_a_restart_days_after_a_long_run_adopts_the_orphan_near_its_end(
+    fake_exchange: FakeExchange, fake_credentials: FakeCredentials, short_dir: Path
+) -> None:
+    """The last run began 5 days ago and was killed 3 days ago with an order that has no row;
+    the restart today lists from the last run's start less the clocks' minute: that orphan and
+    one sent 30 s before the recorded start are adopted, one from 2 minutes before it (an
+    earlier run's, already checked) is not looked for."""
+    db_path = fresh_db(short_dir / "t.db")
+    now_ms = wall_ms()
+    last_run = load_installation(db_path, now_ms - 5 * DAY_MS)  # its start, as recorded
+    assert last_run.adopt_since_ms is not None
+    orphan, early, older = (IDS.mint() for _ in range(3))
+    place_at(fake_exchange, now_ms - 3 * DAY_MS, orphan)
+    place_at(fake_exchange, last_run.adopt_since_ms - 30_000, early)
+    place_at(fake_exchange, last_run.adopt_since_ms - 120_000, older)
+    collected = CollectedRows()
+    async with transport(fake_exchange, fake_credentials) as client:
+        adopter = adopter_for(client, db_path, since_ms=last_run.adopt_since_ms)
+        summary = await adopter.adopt(collected)
+    assert summary is not None and summary.listed == 2
+    assert {row.client_order_id for row in collected.rows} == {orphan, early}
+    assert {row.status for row in collected.rows} == {OrderStatus.FILLED}
+
+
+async def test_the_window_reaches_back_no_further_than_the_live_listing(
+    fake_exchange: FakeExchange, fake_credentials: FakeCredentials, short_dir: Path
+) -> None:
+    """A last run that began 40 days ago: the pass lists from ADOPTION_LOOKBACK_MAX_MS back
+    (the live listing's window), adopts its order from 29 days ago, not its order from 35,
+    and warns once that the window was cut."""
+    db_path = fresh_db(short_dir / "t.db")
+    now_ms = wall_ms()
+    recent, ancient = IDS.mint(), IDS.mint()
+    place_at(fake_exchange, now_ms - 29 * DAY_MS, recent)
+    place_at(fake_exchange, now_ms - 35 * DAY_MS, ancient)
+    collected = CollectedRows()
+    async with transport(fake_exchange, fake_credentials) as client:
+        adopter = adopter_for(client, db_path, since_ms=now_ms - 40 * DAY_MS)
+        with capture_logs() as logs:
+            await adopter.adopt(collected)
+            await adopter.adopt(CollectedRows())
+    assert ADOPTION_LOOKBACK_MAX_MS == 30 * DAY_MS
+    assert [row.client_order_id for row in collected.rows] == [recent]
+    cut = [entry for entry in logs if entry["event"].startswith("adoption window cut")]
+    assert len(cut) == 1 and cut[0]["from_ms"] >= now_ms - ADOPTION_LOOKBACK_MAX_MS

@@ -15,7 +15,9 @@ Then one last executor starts (replay, adoption, reconciliation), is stopped wit
 book is compared with the table: no orphan, no row claiming an order the exchange lacks, no
 disagreement in status, fill or order id, no order twice, no row left open.
 
-Bounded: at most ``MAX_CYCLES`` cycles and ``CAMPAIGN_S`` seconds of them.
+Bounded at ``BOUND_S`` (the issue's 90 s in CI, a pytest timeout): at most ``MAX_CYCLES``
+cycles, none running past ``CAMPAIGN_S`` (a cycle still going then is killed there, one more kill
+at a random moment), and the last executor's start and stop within ``FINAL_S``.
 """
 
 from __future__ import annotations
@@ -54,9 +56,17 @@ SEED = 2112
 MAX_CYCLES = 14
 """Executor runs killed in one campaign (each is a start-up, some orders, a SIGKILL)."""
 
-CAMPAIGN_S = 55.0
-"""Time after which no new cycle starts (seconds): the test stays within 90 s on a loaded
-two-core machine (a bound on work, not an assertion)."""
+BOUND_S = 90
+"""The whole test's bound (seconds), the issue's "<= 90 s in CI": its pytest timeout. A quiet
+two-core machine takes ~50 s; the parts below leave the rest for a loaded one."""
+
+CAMPAIGN_S = 50.0
+"""When the campaign ends (seconds after it began): no cycle starts after it, and a cycle still
+running is killed at it (a bound on work, not an assertion: a slow machine runs fewer cycles)."""
+
+FINAL_S = 30.0
+"""The last executor's start-up and orderly stop, at most (seconds): ~4 s on a quiet machine.
+``CAMPAIGN_S`` + ``FINAL_S`` leaves ~10 s of ``BOUND_S`` for the fixtures and the reaping."""
 
 START_S = 25.0
 """Longest wait for one executor to accept (seconds): a start-up may reconcile young rows."""
@@ -108,6 +118,9 @@ class Campaign:
     wakes: list[str] = dataclasses.field(default_factory=list)
     decoys: set[str] = dataclasses.field(default_factory=set)
     logs: list[Path] = dataclasses.field(default_factory=list)
+    ended_s: list[float] = dataclasses.field(default_factory=list)
+    """When each cycle ended, the final executor last (seconds into the test): how a slow
+    machine spent its bound."""
 
     def stderr(self) -> str:
         """The last executor's stderr."""
@@ -155,10 +168,10 @@ class ExecutorRun:
         self.stderr = stderr
 
     async def kill(self) -> None:
-        """SIGKILL it and reap it."""
+        """SIGKILL it and reap it (even in a cancelled scope: the campaign's end)."""
         if self.process.returncode is None:
             self.process.kill()
-        with trio.fail_after(10):
+        with trio.CancelScope(shield=True), trio.fail_after(10):
             await self.process.wait()
 
 
@@ -336,7 +349,7 @@ def compare(
     return problems
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(BOUND_S)
 async def test_sigkills_at_any_moment_leave_the_book_and_the_table_in_agreement(
     fake_exchange: FakeExchange, environment: dict[str, str], short_dir: Path
 ) -> None:
@@ -352,9 +365,11 @@ async def test_sigkills_at_any_moment_leave_the_book_and_the_table_in_agreement(
     )
     campaign = Campaign()
     started = trio.current_time()
-    while campaign.cycles < MAX_CYCLES and trio.current_time() - started < CAMPAIGN_S:
-        await one_cycle(rng, campaign, fake_exchange, placed, short_dir, environment)
-        campaign.cycles += 1
+    with trio.move_on_after(CAMPAIGN_S):
+        while campaign.cycles < MAX_CYCLES:
+            await one_cycle(rng, campaign, fake_exchange, placed, short_dir, environment)
+            campaign.cycles += 1
+            campaign.ended_s.append(round(trio.current_time() - started, 1))
 
     # The last start-up may conclude "absent" only once the exchange's data covers every send
     # (ABSENCE_MARGIN_MS after it): move the fake's clock on that far instead of sleeping, and
@@ -364,10 +379,14 @@ async def test_sigkills_at_any_moment_leave_the_book_and_the_table_in_agreement(
     fake_exchange.clock = lambda: exchange_now() + ABSENCE_MARGIN_MS + 1_000
     last = await spawn(short_dir, environment, "final")
     campaign.logs.append(last.stderr)
-    await wait_accepting(last, short_dir / "x.sock")
-    last.process.terminate()
-    with trio.fail_after(30):
-        assert await last.process.wait() == 0, campaign.stderr()
+    try:
+        with trio.fail_after(FINAL_S):
+            await wait_accepting(last, short_dir / "x.sock")
+            last.process.terminate()
+            assert await last.process.wait() == 0, campaign.stderr()
+    finally:
+        await last.kill()
+        campaign.ended_s.append(round(trio.current_time() - started, 1))
 
     db_path = short_dir / "t.db"
     problems = compare(fake_exchange.book, read_table(db_path), campaign.decoys)

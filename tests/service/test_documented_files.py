@@ -89,7 +89,7 @@ def test_the_table_sentences_are_found_and_compared() -> None:
     the two tables this executor writes are created") names none, so the comparison fails on it."""
     text = operations_text()
     assert len(documented_tables("none", text)) == 4
-    assert len(documented_tables("fake", text)) == 6
+    assert len(documented_tables("fake", text)) == 7
     old = "WAL mode, a 5 s busy timeout, and only the two tables this executor writes are created. "
     with pytest.raises(ValueError, match="not enough values"):
         documented_tables("none", old)
