@@ -284,15 +284,26 @@ async def serve_stream(
         orders.untrust()
         state.connected = 0
         state.failures += 1
-        failures_in_a_row = 0 if trusted else failures_in_a_row + 1
-        delay_s = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2.0**failures_in_a_row)
-        delay_s *= 0.5 + jitter() / 2
+        # A connection that was trusted counts as a success: this failure is the first again.
+        failures_in_a_row = 1 if trusted else failures_in_a_row + 1
+        delay_s = reconnect_delay_s(failures_in_a_row, jitter())
         log.warning(
             "exchange stream down: the account poll follows resting orders until it is back",
             reason=reason,
             retry_in_s=round(delay_s, 3),
         )
         await trio.sleep(delay_s)
+
+
+def reconnect_delay_s(failures_in_a_row: int, jitter: float) -> float:
+    """The wait before the next attempt after ``failures_in_a_row`` failures (at least 1).
+
+    ``BACKOFF_FIRST_S`` after the first, doubled per failure after it, capped at
+    ``BACKOFF_MAX_S``; then scaled by ``0.5 + jitter / 2`` (``jitter`` in [0, 1)), so the wait is
+    between half of that and all of it, and executors cut off together do not return together.
+    """
+    nominal_s = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2.0 ** (max(failures_in_a_row, 1) - 1))
+    return nominal_s * (0.5 + jitter / 2)
 
 
 def poll_unless_streaming(
@@ -318,6 +329,7 @@ __all__ = [
     "handshake_headers",
     "open_stream",
     "poll_unless_streaming",
+    "reconnect_delay_s",
     "serve_stream",
     "stream_url_of",
     "subscribe",

@@ -3,7 +3,7 @@ before everything else, and a limit of two writes a second honoured (counted on 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import pytest
@@ -11,6 +11,8 @@ import trio
 import trio.testing
 from structlog.testing import capture_logs
 
+from executor.exchange.account import AccountState, poll_account_once
+from executor.exchange.cancels import cancel_resting
 from executor.exchange.messages import (
     BATCH_CANCEL_PATH,
     ORDER_PATH,
@@ -19,6 +21,7 @@ from executor.exchange.messages import (
     OrderStamps,
     order_body,
 )
+from executor.exchange.order_group import create_order_group
 from executor.exchange.rate_limits import (
     BASIC_TIER,
     ApiLimits,
@@ -28,8 +31,12 @@ from executor.exchange.rate_limits import (
     parse_costs,
     parse_limits,
 )
+from executor.exchange.reconcile import Reconciler
+from executor.exchange.stream_orders import StreamedOrders
 from executor.exchange.token_bucket import TokenBucket
 from executor.fake.exchange import FakeCredentials, FakeExchange
+from executor.recording.rows import LatencyRow, OrderStatus
+from tests.exchange.test_reconcile import Rows, sent_row
 from tests.support.orders import spec, transport
 
 BATCHED = "/portfolio/events/orders/batched"
@@ -211,3 +218,87 @@ async def test_without_the_account_limits_the_third_order_does_not_wait(
         for name in "123":
             await place(client, name)
         assert order_count(fake_exchange) == 3 and client.limiter.waits == 0
+
+
+class StreamRows(Rows):
+    """``Rows`` that also takes the stream's latency rows (none are expected here)."""
+
+    def record(self, row: LatencyRow) -> None:
+        raise AssertionError(f"no stream message was applied: {row}")
+
+
+async def drawn(
+    limits: RateLimits, exchange: FakeExchange, step: Callable[[], Awaitable[object]]
+) -> tuple[float, float, int, int]:
+    """The read and write tokens ``step`` took, and the GET and other requests the fake received
+    meanwhile (the clock stands still: no token comes back during the step)."""
+    read, write, received = (
+        limits.read.available(),
+        limits.write.available(),
+        len(exchange.received),
+    )
+    await step()
+    requests = exchange.received[received:]
+    gets = sum(request.method == "GET" for request in requests)
+    return (
+        read - limits.read.available(),
+        write - limits.write.available(),
+        gets,
+        len(requests) - gets,
+    )
+
+
+async def test_reads_draw_on_the_read_bucket_and_writes_on_the_write_bucket(
+    mock_clock: trio.testing.MockClock,
+    fake_exchange: FakeExchange,
+    fake_credentials: FakeCredentials,
+) -> None:
+    """The account poll, the poll's lookup of a resting order and the stream's reconciliation
+    take 10 read tokens per GET they send and no write token; an order, a batch cancel and an
+    order group's creation take 10 write tokens per request and no read token."""
+    sink = StreamRows()
+    client_order_id = "d" * 32
+    async with transport(fake_exchange, fake_credentials) as client:
+        client.use_limits(ApiLimits("test", BucketLimit(1, 10_000), BucketLimit(1, 10_000)))
+        limits = client.rest.limits
+        reconciler = Reconciler(client, sink, delays_s=(0.0, 0.0, 0.0))
+        gtc = spec(client_order_id, time_in_force="good_till_canceled")
+
+        async def order() -> None:
+            await client.place_order(order_body(gtc), OrderStamps(), dry_run=False)
+            reconciler.follow(
+                sent_row(
+                    client_order_id,
+                    status=OrderStatus.ACCEPTED,
+                    error_message=None,
+                    time_in_force="good_till_canceled",
+                    remaining_count="3.00",
+                )
+            )
+
+        async def cancel() -> None:
+            row = reconciler.followed.get(client_order_id)
+            assert row is not None and row.kalshi_order_id  # the lookup took the exchange's id
+            report = await cancel_resting(client.rest, [row], sink, reason="test")
+            assert report.canceled == 1
+
+        writes: dict[str, Callable[[], Awaitable[object]]] = {
+            "order": order,
+            "group": lambda: create_order_group(client.rest, 5),
+        }
+        reads: dict[str, Callable[[], Awaitable[object]]] = {
+            "account poll": lambda: poll_account_once(client, AccountState(), None),
+            "poll's lookup": reconciler.poll_resting,
+            "stream's reconciliation": StreamedOrders(reconciler, sink).reconcile_followed,
+        }
+        taken = {name: await drawn(limits, fake_exchange, step) for name, step in writes.items()}
+        taken |= {name: await drawn(limits, fake_exchange, step) for name, step in reads.items()}
+        taken["cancel"] = await drawn(limits, fake_exchange, cancel)
+    for name in [*writes, "cancel"]:
+        read_tokens, write_tokens, gets, others = taken[name]
+        assert (read_tokens, gets, others) == (0, 0, 1), name
+        assert write_tokens == 10, name
+    for name in reads:
+        read_tokens, write_tokens, gets, others = taken[name]
+        assert (write_tokens, others) == (0, 0) and gets >= 1, name
+        assert read_tokens == 10 * gets, name

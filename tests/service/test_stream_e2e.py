@@ -6,12 +6,14 @@ The in-process executor trades against the fake over TLS and keeps its WebSocket
 account poll is made to wait an hour after its first poll, so nothing but the stream (and the
 reconciliation it starts) can move a resting order's row. Backoffs and order budgets are
 shortened (tunables, not the behaviour under test). Deadlines guard against a hang; they are not
-speed claims (the stream-to-row lag is in the ``stream_row`` rows).
+speed claims (the stream-to-row lag is in the ``stream_row`` rows). Every message the fake sent
+during a test is validated against the published AsyncAPI file when the test ends (this module's
+``fake_exchange`` fixture), whatever the test itself checks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
@@ -24,7 +26,7 @@ import executor.exchange.stream as stream_module
 import executor.exchange.transport as transport_module
 from executor.decide.risk import RiskLimits
 from executor.exchange.transport import ORDERS_PATH
-from executor.fake.exchange import FakeCredentials, FakeExchange, Fault
+from executor.fake.exchange import FakeCredentials, FakeExchange, Fault, serve_fake_exchange
 from executor.fake.stream_messages import user_order_message
 from executor.recording.open_orders import RECONCILED_PREFIX
 from executor.wire.client import connect
@@ -44,6 +46,32 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(stream_module, "BACKOFF_MAX_S", 0.05)
     monkeypatch.setattr(transport_module, "ORDER_TIMEOUT_S", 0.5)
     monkeypatch.setattr(reconcile_module, "RECONCILE_DELAYS_S", (0.0, 0.0, 0.0))
+
+
+@pytest.fixture
+def validated_at_teardown() -> Iterator[list[FakeExchange]]:
+    """The fakes of one test; once it has ended, whatever it did, every message their streams
+    sent (subscription replies, fills, order updates) must match the published AsyncAPI
+    schemas. Synchronous on purpose: pytest-trio runs an async fixture only when a test names
+    it, so an autouse one would be skipped silently."""
+    exchanges: list[FakeExchange] = []
+    yield exchanges
+    for exchange in exchanges:
+        for message in exchange.stream.sent:
+            validate_server_message(message)
+
+
+@pytest.fixture
+async def fake_exchange(
+    nursery: trio.Nursery,
+    fake_credentials: FakeCredentials,
+    validated_at_teardown: list[FakeExchange],
+) -> FakeExchange:
+    """The shared fixture's fake exchange, its stream's messages validated after the test: no
+    test here can forget to check them."""
+    exchange: FakeExchange = await nursery.start(serve_fake_exchange, fake_credentials)
+    validated_at_teardown.append(exchange)
+    return exchange
 
 
 async def until(condition: Callable[[], bool]) -> None:
@@ -106,13 +134,6 @@ async def gate_refuses_the_other_side(running: RunningServer) -> None:
     assert "would reach 2 contracts (max 1)" in reason
 
 
-def validate_everything_sent(exchange: FakeExchange) -> None:
-    """Every message the fake's stream sent matches the published AsyncAPI schemas."""
-    assert exchange.stream.sent
-    for message in exchange.stream.sent:
-        validate_server_message(message)
-
-
 async def test_a_resting_order_filled_on_the_fake_reaches_its_row_and_the_gate_by_the_stream(
     nursery: trio.Nursery,
     short_dir: Path,
@@ -145,7 +166,6 @@ async def test_a_resting_order_filled_on_the_fake_reaches_its_row_and_the_gate_b
         running.db_path,
         "SELECT fill_count, remaining_count FROM orders_fired WHERE correlation_id = 'rests'",
     ) == [("1.00", "0.00")]
-    validate_everything_sent(fake_exchange)
 
 
 async def test_a_fill_while_the_stream_was_down_is_caught_on_reconnect(
