@@ -236,8 +236,9 @@ class StreamedOrders:
         if not _news(row, order):
             return
         await self.reconciler.update(order)
+        queued_ms = self._clock_ms()
         self.orders_applied += 1
-        self._lag_row(row, message.ts_ms, "user_orders")
+        self._lag_row(row, message.ts_ms, "user_orders", queued_ms)
 
     def _followed_by_order_id(self, order_id: str) -> OrderRow | None:
         for row in self.reconciler.followed.values():
@@ -257,6 +258,7 @@ class StreamedOrders:
             return
         updated = filled_row(row, fill)
         await self.reconciler.sink.record_order(updated)
+        queued_ms = self._clock_ms()  # the lag ends here, not after the bookkeeping and the log
         if rests(updated):
             followed[row.client_order_id] = updated
         else:
@@ -274,11 +276,14 @@ class StreamedOrders:
             fill_count=updated.fill_count,
             status=str(updated.status),
         )
-        self._lag_row(row, fill.ts_ms, "fill")
+        self._lag_row(row, fill.ts_ms, "fill", queued_ms)
 
-    def _lag_row(self, row: OrderRow, exchange_ts_ms: int, channel: str) -> None:
-        """The ``stream_row`` row: the exchange's time of the change to its row queued."""
-        now_ms = self._clock_ms()
+    def _lag_row(
+        self, row: OrderRow, exchange_ts_ms: int, channel: str, queued_ms: float
+    ) -> None:
+        """The ``stream_row`` row: the exchange's time of the change to its row queued (at
+        ``queued_ms``)."""
+        now_ms = queued_ms
         lag_ms = now_ms - exchange_ts_ms
         self.last_lag_ms = lag_ms
         metadata = orjson.dumps(
