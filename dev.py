@@ -5,7 +5,8 @@
                                      in-process fake exchange unless --exchange is given)
     python3 dev.py stats [ARGS...]   `executor stats` on serve's SQLite file (var/telemetry.db)
     python3 dev.py orders [ARGS...]  `executor orders` on the same file: the recent orders
-    python3 dev.py test [PYTEST ARGS...]   run the whole test suite
+    python3 dev.py test [PYTEST ARGS...]   run the whole test suite (in TEST_WORKERS processes;
+                                     with arguments, pytest runs exactly as they say)
     python3 dev.py check             ruff + mypy --strict
     python3 dev.py bench [ARGS...]   run the benchmark (python -m bench)
     python3 dev.py setup             only create or refresh the environment
@@ -41,6 +42,10 @@ PYTHON_ENV = "TRIO_EXECUTOR_PYTHON"
 
 DEFAULT_SOCKET = "/tmp/trio-executor/executor.sock"
 DEFAULT_DB = str(ROOT / "var" / "telemetry.db")
+
+TEST_WORKERS = 3
+"""Processes the whole suite runs in (pytest-xdist): its tests wait on subprocesses and sockets
+more than they compute, so three on two cores took 305 s where one took 551 s (2026-12-02)."""
 
 
 def _interpreter_version(python: str) -> str | None:
@@ -237,7 +242,9 @@ def main() -> int:
         # From the caller's directory: relative paths (--telemetry-db, --plot) are theirs.
         return _run([python, "-m", "executor", command, *defaults, *rest], cwd=Path.cwd())
     if command == "test":
-        return _run([python, "-m", "pytest", *rest])
+        # The whole suite (no arguments) over TEST_WORKERS processes; with arguments, as given.
+        workers = [] if rest else ["-n", str(TEST_WORKERS)]
+        return _run([python, "-m", "pytest", *workers, *rest])
     if command == "check":
         return _run([python, "-m", "ruff", "check", "."]) or _run(
             [python, "-m", "mypy", "--strict", "executor", "bench"]
