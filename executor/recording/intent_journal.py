@@ -49,7 +49,7 @@ from typing import Final
 import orjson
 import structlog
 
-from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
+from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus, order_values
 
 log = structlog.get_logger()
 
@@ -93,29 +93,7 @@ STATUS_FIELD: Final = 12
 
 def row_record_fields(row: OrderRow) -> RecordFields:
     """The fields of ``row``'s record."""
-    return (
-        row.kind.value,
-        row.correlation_id,
-        row.client_order_id,
-        row.kalshi_order_id,
-        row.ticker,
-        row.correlation_group,
-        row.outcome_side,
-        row.count,
-        row.price_dollars,
-        row.time_in_force,
-        row.self_trade_prevention_type,
-        row.post_only,
-        row.status.value,
-        row.error_message,
-        row.fill_count,
-        row.remaining_count,
-        row.average_fill_price,
-        row.average_fee_paid,
-        row.requested_at_ms,
-        row.submitted_at_ms,
-        row.acknowledged_at_ms,
-    )
+    return (row.kind.value, *order_values(row))
 
 
 def frame_record(fields: RecordFields) -> bytes:

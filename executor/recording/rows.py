@@ -167,3 +167,31 @@ def row_fields(row: OrderRow) -> dict[str, Any]:
     fields["kind"] = row.kind.value
     fields["status"] = str(row.status)
     return fields
+
+
+def order_values(row: OrderRow) -> tuple[object, ...]:
+    """The row's 20 ``orders_fired`` column values, in the table's order (the status as its plain
+    string): what the writer binds and what an intent record holds after the row's kind."""
+    return (
+        row.correlation_id,
+        row.client_order_id,
+        row.kalshi_order_id,
+        row.ticker,
+        row.correlation_group,
+        row.outcome_side,
+        row.count,
+        row.price_dollars,
+        row.time_in_force,
+        row.self_trade_prevention_type,
+        row.post_only,
+        str(row.status),
+        row.error_message,
+        row.fill_count,
+        row.remaining_count,
+        row.average_fill_price,
+        row.average_fee_paid,
+        row.requested_at_ms,
+        row.submitted_at_ms,
+        row.acknowledged_at_ms,
+    )
+

@@ -24,7 +24,14 @@ from executor.recording.database import (
     WRITE_ERRORS,
     rollback_quietly,
 )
-from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow, OrderRowKind, TelemetryRow
+from executor.recording.rows import (
+    HeartbeatRow,
+    LatencyRow,
+    OrderRow,
+    OrderRowKind,
+    TelemetryRow,
+    order_values,
+)
 from executor.recording.schema import EXECUTOR_HEARTBEATS_SCHEMA
 
 ROW_RETRY_BUDGET_S: Final = 10.0
@@ -145,32 +152,6 @@ def _insert_rows(connection: sqlite3.Connection, rows: list[LatencyRow], now_ms:
     connection.execute(_JSON_EVENTS, (text,))
 
 
-def _order_values(row: OrderRow) -> tuple[object, ...]:
-    """The row's values in ``_ORDER_COLUMNS`` order (the status as its plain string)."""
-    return (
-        row.correlation_id,
-        row.client_order_id,
-        row.kalshi_order_id,
-        row.ticker,
-        row.correlation_group,
-        row.outcome_side,
-        row.count,
-        row.price_dollars,
-        row.time_in_force,
-        row.self_trade_prevention_type,
-        row.post_only,
-        str(row.status),
-        row.error_message,
-        row.fill_count,
-        row.remaining_count,
-        row.average_fill_price,
-        row.average_fee_paid,
-        row.requested_at_ms,
-        row.submitted_at_ms,
-        row.acknowledged_at_ms,
-    )
-
-
 def _write_order(connection: sqlite3.Connection, row: OrderRow, now_ms: int) -> None:
     """Insert (rejected), insert unless present (pending, adopted) or upsert (resolution) one
     order row, its parent first."""
@@ -182,7 +163,7 @@ def _write_order(connection: sqlite3.Connection, row: OrderRow, now_ms: int) -> 
         statement = _INSERT_ORDER
     else:
         statement = _INSERT_ORDER_IF_ABSENT
-    connection.execute(statement, _order_values(row))
+    connection.execute(statement, order_values(row))
 
 
 def _write_heartbeat(connection: sqlite3.Connection, row: HeartbeatRow) -> None:
