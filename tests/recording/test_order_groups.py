@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 
@@ -34,7 +35,6 @@ def test_the_row_is_committed_before_the_call_returns(tmp_path: Path) -> None:
     """Another connection sees the row at once: a SIGKILL right after start-up loses nothing."""
     db = tmp_path / "t.db"
     record_order_group(db, RecordedGroup("g", URL, 7, 5, 1))
-    with sqlite3.connect(db) as reader:
+    with contextlib.closing(sqlite3.connect(db)) as reader, reader:
         rows = reader.execute("SELECT order_group_id, contracts_limit FROM order_groups").fetchall()
-    reader.close()
     assert rows == [("g", 7)]

@@ -4,6 +4,7 @@ error the order path sees, counted."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sqlite3
@@ -27,9 +28,8 @@ WAIT_S = 10.0
 
 def statuses(db_path: Path) -> list[tuple[str, str]]:
     """(client_order_id, status) of every order row."""
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db, db:
         rows = db.execute("SELECT client_order_id, status FROM orders_fired ORDER BY id").fetchall()
-    db.close()
     return rows
 
 

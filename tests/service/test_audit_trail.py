@@ -48,11 +48,10 @@ FAULT_SCHEMA = (
 
 def set_fault(db_path: Path, active: bool) -> None:
     """Make every order and heartbeat write fail (or succeed again) from another connection."""
-    with sqlite3.connect(db_path, timeout=10.0, isolation_level=None) as db:
+    with contextlib.closing(sqlite3.connect(db_path, timeout=10.0, isolation_level=None)) as db, db:
         for statement in FAULT_SCHEMA:
             db.execute(statement)
         db.execute("UPDATE fault SET active = ?", (int(active),))
-    db.close()
 
 
 def query(db_path: Path, sql: str) -> list[tuple[Any, ...]]:

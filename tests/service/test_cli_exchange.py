@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -64,13 +65,12 @@ def test_fake_exchange_serve_writes_orders_and_stage_rows(
     assert server["presigned"] + server["signed_inline"] == 1  # the one real order's attempt
     keys = list(server)
     assert keys[keys.index("log_dropped") + 1 :] == list(LATER_SERVER_KEYS)  # newest last
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db, db:
         orders = db.execute("SELECT correlation_id, status, count FROM orders_fired").fetchall()
         stages = db.execute(
             "SELECT correlation_id, stage FROM latency_events WHERE stage != 'wake_recv'"
         ).fetchall()
         beats = db.execute("SELECT process FROM heartbeats").fetchall()
-    db.close()
     assert orders == [("sub-real", "filled", "3.00")]
     real_stages = ["order_build", "sign", "dispatch_send", "dispatch_ack", "detect_fire"]
     real_stages += ["dispatch_wire", "detect_wire", "wire_engine", "engine_ack"]

@@ -22,6 +22,7 @@ at a random moment), and the last executor's start and stop within ``FINAL_S``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -290,20 +291,18 @@ async def one_cycle(
 
 def read_table(db_path: Path) -> list[dict[str, Any]]:
     """Every ``orders_fired`` row as a dict."""
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db, db:
         db.row_factory = sqlite3.Row
         rows = [dict(row) for row in db.execute("SELECT * FROM orders_fired ORDER BY id")]
-    db.close()
     return rows
 
 
 def installation_ids(db_path: Path) -> ClientOrderIds:
     """This installation's ids, as the database keeps them."""
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db, db:
         (prefix,) = db.execute(
             "SELECT client_order_id_prefix FROM executor_installation"
         ).fetchone()
-    db.close()
     return ClientOrderIds(str(prefix))
 
 

@@ -7,6 +7,7 @@ against ``executor.fake.exchange`` on 127.0.0.1 over real TLS; rows are read bac
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
@@ -109,9 +110,8 @@ def real_wake(correlation_id: str, **overrides: Any) -> WakeMessage:
 
 def query(db_path: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
     """Rows of one query against the executor's database."""
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db, db:
         rows = db.execute(sql, args).fetchall()
-    db.close()
     return rows
 
 

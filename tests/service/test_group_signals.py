@@ -8,6 +8,7 @@ TLS) that holds the order's answer for a while, so the signal lands with the ord
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -134,9 +135,8 @@ async def test_a_signal_to_the_whole_group_is_an_orderly_exit(
     assert server["accepted"] - server["unacked"] == server["fired"] + refused
     assert (server["fires_cancelled"], server["fire_errors"]) == (0, 0)
     assert telemetry["order_rows_dropped"] == 0
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db, db:
         rows = db.execute("SELECT correlation_id, status FROM orders_fired").fetchall()
-    db.close()
     assert rows == [("real-1", "filled")]
     assert [pid for pid in workers if not _exited(pid)] == []  # the executor stopped its worker
 
@@ -200,8 +200,7 @@ async def test_a_group_signal_with_the_in_process_fake_is_an_orderly_exit(
     server, telemetry = exit_counters([line for line in output.splitlines() if line.strip()])
     refused = sum(value for key, value in server.items() if key.startswith("refused_"))
     assert server["accepted"] - server["unacked"] == server["fired"] + refused == 1
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db, db:
         rows = db.execute("SELECT correlation_id, status FROM orders_fired").fetchall()
-    db.close()
     assert rows == [("real-1", "filled")]
     assert telemetry["order_rows_dropped"] == 0

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import socket
@@ -38,12 +39,11 @@ FLOOD_FRAMES = 200
 
 def wake_row(db_path: Path) -> tuple[int, int, float]:
     """``started_at_ms``, ``ended_at_ms`` and ``duration_ms`` of the only wake_recv row."""
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db, db:
         rows = db.execute(
             "SELECT started_at_ms, ended_at_ms, duration_ms FROM latency_events"
             " WHERE stage = 'wake_recv'"
         ).fetchall()
-    db.close()
     assert len(rows) == 1, rows
     started, ended, duration = rows[0]
     return int(started), int(ended), float(duration)

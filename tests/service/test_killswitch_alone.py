@@ -7,6 +7,7 @@ variables as the executor had.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -81,9 +82,8 @@ def resting_on_the_fake(world: dict[str, str]) -> int:
 
 def group_ids(db_path: Path) -> list[str]:
     """The order groups the database records."""
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db, db:
         found = [row[0] for row in db.execute("SELECT order_group_id FROM order_groups")]
-    db.close()
     return found
 
 

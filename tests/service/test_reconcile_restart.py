@@ -8,6 +8,7 @@ is in flight, and a second executor starts on the same database.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -97,7 +98,8 @@ def order_rows(db_path: Path) -> list[tuple[Any, ...]]:
     """``(client_order_id, status, kalshi_order_id, fill_count, error_message)`` of each row."""
     if not db_path.exists():
         return []
-    with sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True) as db:
+    read_only = f"{db_path.resolve().as_uri()}?mode=ro"
+    with contextlib.closing(sqlite3.connect(read_only, uri=True)) as db, db:
         try:
             rows = db.execute(
                 "SELECT client_order_id, status, kalshi_order_id, fill_count, error_message"
@@ -105,7 +107,6 @@ def order_rows(db_path: Path) -> list[tuple[Any, ...]]:
             ).fetchall()
         except sqlite3.OperationalError:  # the table is not there yet
             rows = []
-    db.close()
     return rows
 
 

@@ -7,6 +7,7 @@ several writers), and the whole way in an in-process executor whose lookup ends 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from pathlib import Path
@@ -90,10 +91,9 @@ def test_stats_shows_each_instances_count_of_its_own_run_only(
         write_batch(connection, [beat("executor:/b.sock", 43, 2_000, 9)])
     finally:
         close_database(connection, db_path)
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db, db:
         db.execute("INSERT INTO heartbeats VALUES ('executor', 50, 3000, 5000, 0, 0)")
         db.execute("UPDATE heartbeats SET pid = 44, started_at_ms = 4000 WHERE pid = 43")
-    db.close()
     capsys.readouterr()
     assert stats_main(["--telemetry-db", str(db_path), "--json"]) == 0
     document = json.loads(capsys.readouterr().out)

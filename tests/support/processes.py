@@ -6,6 +6,7 @@ fixture (conftest) kills whatever a test leaves running, so a failing test never
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sqlite3
@@ -283,11 +284,10 @@ def exit_counters(stderr_lines: list[str]) -> tuple[dict[str, int], dict[str, in
 
 def wake_recv_count(db_path: Path) -> int:
     """How many wake_recv rows the database holds."""
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db, db:
         (count,) = db.execute(
             "SELECT COUNT(*) FROM latency_events WHERE stage = 'wake_recv'"
         ).fetchone()
-    db.close()
     return int(count)
 
 

@@ -196,13 +196,12 @@ def test_poller_shaped_asyncio_client_is_served_and_every_row_lands(
     assert server["refused_price"] == 2
     assert server["fired"] == FRAME_COUNT - 2
 
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db, db:
         durations = [row[0] for row in db.execute(REFERENCE_BENCH_QUERY, ("wake_recv",))]
         rows = db.execute(
             "SELECT correlation_id, started_at_ms, ended_at_ms, metadata_json"
             " FROM latency_events ORDER BY id"
         ).fetchall()
-    db.close()
     assert len(durations) == FRAME_COUNT
     assert all(isinstance(duration, float) and duration >= 0.0 for duration in durations)
     assert [row[0] for row in rows] == expected_ids
@@ -224,10 +223,9 @@ def test_reference_query_finds_no_rows_for_another_stage(spawner: Spawner, short
     assert [ack.status for ack in acks] == ["accepted"]
     executor.signal(signal.SIGTERM)
     assert executor.wait() == 0
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db, db:
         wake_send = db.execute(REFERENCE_BENCH_QUERY, ("wake_send",)).fetchall()
         wake_recv = db.execute(REFERENCE_BENCH_QUERY, ("wake_recv",)).fetchall()
-    db.close()
     assert wake_send == []
     assert len(wake_recv) == 1
 
@@ -289,16 +287,14 @@ def test_created_database_has_user_version_6_and_only_its_four_tables(created_db
 def test_existing_database_keeps_its_user_version(spawner: Spawner, short_dir: Path) -> None:
     """An existing database file keeps its user_version (the negative twin of the created file)."""
     socket_path, db_path = short_dir / "x.sock", short_dir / "t.db"
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db, db:
         db.execute("PRAGMA user_version = 3")
-    db.close()
     executor = spawner.serve(socket_path, db_path)
     asyncio.run(drive_like_the_poller(socket_path, [make_wake("guest")]))
     executor.signal(signal.SIGTERM)
     assert executor.wait() == 0
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db, db:
         (user_version,) = db.execute("PRAGMA user_version").fetchone()
         count = len(db.execute(REFERENCE_BENCH_QUERY, ("wake_recv",)).fetchall())
-    db.close()
     assert user_version == 3
     assert count == 1
