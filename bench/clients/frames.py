@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Final
 
+from executor.clock import clock_domain
 from executor.wire.protocol import PREFIX_BYTES, WakeMessage, encode_frame
 
 LADDER: Final = [[0.0, 0.05, 0.001], [0.05, 0.95, 0.01], [0.95, 1.0, 0.001]]
@@ -35,6 +36,30 @@ def wake_message(correlation_id: str, sent_at_ns: int) -> WakeMessage:
         available_size_contracts=12.0,
         price_ranges=LADDER,
         correlation_group="bench",
+    )
+
+
+def in_process_wake(correlation_id: str, *, dry_run: bool = False) -> WakeMessage:
+    """A wake handed to a fire path in this process (this host's clock, received now, shard 0,
+    a price the grid takes): what the in-process scenarios fire."""
+    return WakeMessage(
+        schema_version=4,
+        correlation_id=correlation_id,
+        market_ticker="KXBENCH-26DEC31-B1",
+        asset="BTC",
+        direction="yes",
+        kalshi_price=0.5,
+        model_probability=0.6,
+        fee=0.01,
+        edge=0.05,
+        decision_ts_ms=0,
+        sent_at_ms=0,
+        sent_at_ns=0,
+        recv_ns=time.perf_counter_ns(),
+        clock_domain=clock_domain(),
+        dry_run=dry_run,
+        wire_price_yes_dollars=0.5,
+        exchange_index=0,
     )
 
 

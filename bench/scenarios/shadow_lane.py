@@ -23,13 +23,12 @@ import contextlib
 import functools
 import sqlite3
 import tempfile
-import time
 from pathlib import Path
 
 import trio
 
+from bench.clients.frames import in_process_wake
 from bench.reports.stats import percentile
-from executor.clock import clock_domain
 from executor.decide.order_request import FireRequest, OrderTemplate
 from executor.decide.risk import RiskLimits
 from executor.decide.sizing import SizingConfig
@@ -39,7 +38,6 @@ from executor.fake.exchange import FakeCredentials, serve_fake_exchange
 from executor.fire.assembly import open_order_path
 from executor.settings import ExchangeSettings, Settings
 from executor.telemetry import serve_telemetry
-from executor.wire.protocol import WakeMessage
 
 CONDITIONS = ("alone", "lane", "inline")
 """Nothing queued; a burst of shadow fires through the lane; the same burst signed in line."""
@@ -47,28 +45,6 @@ CONDITIONS = ("alone", "lane", "inline")
 SETTLE_S = 0.15
 """Pause after each real fire (seconds): the lane drains, the response is read, and the order rate
 stays under the transport's limit (10 tokens per order, 100/s: at most 10 orders/s)."""
-
-
-def _wake(correlation_id: str, *, dry_run: bool) -> WakeMessage:
-    return WakeMessage(
-        schema_version=4,
-        correlation_id=correlation_id,
-        market_ticker="KXBENCH-26DEC31-B1",
-        asset="BTC",
-        direction="yes",
-        kalshi_price=0.5,
-        model_probability=0.6,
-        fee=0.01,
-        edge=0.05,
-        decision_ts_ms=0,
-        sent_at_ms=0,
-        sent_at_ns=0,
-        recv_ns=time.perf_counter_ns(),
-        clock_domain=clock_domain(),
-        dry_run=dry_run,
-        wire_price_yes_dollars=0.5,
-        exchange_index=0,
-    )
 
 
 async def measure(rounds: int, burst: int, directory: Path) -> dict[str, list[float]]:
@@ -102,9 +78,9 @@ async def measure(rounds: int, burst: int, directory: Path) -> dict[str, list[fl
                 for condition in CONDITIONS:
                     # The real wake arrives first; the burst is handled between its arrival and
                     # its fire, as when the shadow wakes are read just before it.
-                    real = _wake(f"{condition}-{index}", dry_run=False)
+                    real = in_process_wake(f"{condition}-{index}", dry_run=False)
                     for shadow in range(burst if condition != "alone" else 0):
-                        message = _wake(f"s-{condition}-{index}-{shadow}", dry_run=True)
+                        message = in_process_wake(f"s-{condition}-{index}-{shadow}", dry_run=True)
                         if condition == "lane":
                             await fire_path.fire(message)
                         else:  # the design the lane replaces: sign in line, ahead of the real fire

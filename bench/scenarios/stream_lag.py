@@ -47,9 +47,9 @@ import trio
 
 import executor.exchange.account as account_module
 import executor.recording.consumer as consumer_module
+from bench.clients.frames import in_process_wake
 from bench.reports.stats import percentile
 from executor.book_settings import MAX_ORDER_GROUP_CONTRACTS_LIMIT, BookSettings
-from executor.clock import clock_domain
 from executor.decide.risk import RiskLimits
 from executor.decide.sizing import SizingConfig
 from executor.exchange.reconcile_terms import FillRecorder, OrderRowSink
@@ -60,7 +60,6 @@ from executor.recording.rows import OrderRow, OrderStatus, TelemetryRow
 from executor.recording.sqlite_writer import BatchOutcome, write_batch
 from executor.settings import ExchangeSettings, Settings
 from executor.telemetry import serve_telemetry
-from executor.wire.protocol import WakeMessage
 
 SPANS: Final = ("gate", "queued", "committed", "stream_row")
 BOUND_MS: Final = 100.0
@@ -144,27 +143,6 @@ def commits_probed(
     return mock.patch.object(consumer_module, "write_batch", probed)
 
 
-def _wake(number: int) -> WakeMessage:
-    return WakeMessage(
-        schema_version=4,
-        correlation_id=f"lag-{number}",
-        market_ticker="KXBENCH-26DEC31-B1",
-        asset="BTC",
-        direction="yes",
-        kalshi_price=0.5,
-        model_probability=0.6,
-        fee=0.01,
-        edge=0.05,
-        decision_ts_ms=0,
-        sent_at_ms=0,
-        sent_at_ns=0,
-        recv_ns=time.perf_counter_ns(),
-        clock_domain=clock_domain(),
-        wire_price_yes_dollars=0.5,
-        exchange_index=0,
-    )
-
-
 async def _until(condition: Callable[[], bool]) -> None:
     with trio.fail_after(SAMPLE_TIMEOUT_S):
         while not condition():  # noqa: ASYNC110 - nothing to wait on; setup, never timed
@@ -210,7 +188,7 @@ async def measure(samples: int, directory: Path) -> list[dict[str, float]]:
                 await _until(lambda: stream.trusted)
                 for number in range(samples):
                     before = set(exchange.book)
-                    await fire_path.fire(_wake(number))
+                    await fire_path.fire(in_process_wake(f"lag-{number}"))
                     (client_order_id,) = set(exchange.book) - before
                     await _until(
                         functools.partial(reconciler.followed.__contains__, client_order_id)
