@@ -30,7 +30,6 @@ import csv
 import os
 import select
 import signal
-import socket
 import ssl
 import statistics
 import subprocess
@@ -60,13 +59,12 @@ from wsproto.events import (
 
 from bench.reports.stats import percentile
 from bench.scenarios.stream_server import stream_messages
+from executor.exchange.order_connection import open_tls_socket, receive_tls
 from executor.exchange.stream import StreamEndpoint, handshake_headers, open_stream
 from executor.exchange.stream_messages import STREAM_PATH, parse_stream_message
 from executor.fake.credentials import FakeCredentials
 
 VARIANTS: Final = ("trio-websocket", "wsproto")
-READ_BYTES: Final = 64 * 1024
-"""Bytes asked of one ``recv`` (as the order connection reads)."""
 SERVER_READY_TIMEOUT_S: Final = 30.0
 """How long the server process may take to print its port (imports, certificate)."""
 
@@ -93,19 +91,7 @@ class WsprotoStdlibClient:
         """TCP, the TLS handshake (verified), the signed WebSocket handshake."""
         parts = urlsplit(endpoint.url)
         host, port = parts.hostname or "127.0.0.1", parts.port or 443
-        stream = await trio.open_tcp_stream(host, port)
-        raw = socket.socket(fileno=stream.socket.detach())
-        raw.setblocking(False)
-        tls = endpoint.context.wrap_socket(raw, server_hostname=host, do_handshake_on_connect=False)
-        while True:
-            try:
-                tls.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                await wait_readable(tls)
-            except ssl.SSLWantWriteError:
-                await wait_writable(tls)
-        client = cls(tls)
+        client = cls(await open_tls_socket(host, port, endpoint.context))
         target = Request(
             host=f"{host}:{port}", target=parts.path, extra_headers=handshake_headers(endpoint)
         )
@@ -161,15 +147,7 @@ class WsprotoStdlibClient:
                 await wait_readable(self._tls)
 
     async def _receive(self) -> bytes:
-        while True:
-            try:
-                return self._tls.recv(READ_BYTES)
-            except ssl.SSLWantReadError:
-                await wait_readable(self._tls)
-            except ssl.SSLWantWriteError:
-                await wait_writable(self._tls)
-            except ssl.SSLEOFError:
-                return b""
+        return await receive_tls(self._tls)  # the order connection's read, as it is
 
 
 @asynccontextmanager

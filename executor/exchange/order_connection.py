@@ -88,28 +88,7 @@ class OrderConnection:
 
         Cancellation: a half-open connection is closed.
         """
-        stream = await trio.open_tcp_stream(host, port)  # TCP_NODELAY is Trio's default
-        raw = socket.socket(fileno=stream.socket.detach())
-        raw.setblocking(False)
-        try:
-            tls = context.wrap_socket(raw, server_hostname=host, do_handshake_on_connect=False)
-        except BaseException:
-            raw.close()
-            raise
-        try:
-            while True:
-                try:
-                    tls.do_handshake()
-                    break
-                except ssl.SSLWantReadError:
-                    await wait_readable(tls)
-                except ssl.SSLWantWriteError:
-                    await wait_writable(tls)
-        except BaseException:
-            notify_closing(tls)
-            tls.close()
-            raise
-        return cls(tls, template, number)
+        return cls(await open_tls_socket(host, port, context), template, number)
 
     def idle_is_dead(self) -> bool:
         """Whether this idle connection can no longer carry an order (non-blocking, a few µs).
@@ -241,15 +220,7 @@ class OrderConnection:
 
     async def _receive(self) -> bytes:
         """The next decrypted bytes; ``b""`` at the end of the stream."""
-        while True:
-            try:
-                return self._tls.recv(READ_BYTES)
-            except ssl.SSLWantReadError:
-                await wait_readable(self._tls)
-            except ssl.SSLWantWriteError:
-                await wait_writable(self._tls)
-            except ssl.SSLEOFError:
-                return b""  # the peer closed without a TLS close_notify
+        return await receive_tls(self._tls)
 
     def close(self) -> None:
         """Close now, without a TLS goodbye (nothing to wait for); idempotent."""
@@ -267,6 +238,54 @@ class OrderInFlight:
     connection: OrderConnection
 
 
+async def open_tls_socket(host: str, port: int, context: ssl.SSLContext) -> ssl.SSLSocket:
+    """A non-blocking stdlib TLS socket to ``host:port``, its handshake done (certificate and host
+    name verified), Trio waiting whenever TLS would block.
+
+    Raises:
+        OSError: the TCP connection failed.
+        ssl.SSLError: the handshake failed (an untrusted certificate among others).
+
+    Cancellation: a half-open connection is closed.
+    """
+    stream = await trio.open_tcp_stream(host, port)  # TCP_NODELAY is Trio's default
+    raw = socket.socket(fileno=stream.socket.detach())
+    raw.setblocking(False)
+    try:
+        tls = context.wrap_socket(raw, server_hostname=host, do_handshake_on_connect=False)
+    except BaseException:
+        raw.close()
+        raise
+    try:
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                await wait_readable(tls)
+            except ssl.SSLWantWriteError:
+                await wait_writable(tls)
+    except BaseException:
+        notify_closing(tls)
+        tls.close()
+        raise
+    return tls
+
+
+async def receive_tls(tls: ssl.SSLSocket, size: int = READ_BYTES) -> bytes:
+    """The next decrypted bytes of ``tls`` (at most ``size``); ``b""`` at the end of the
+    stream."""
+    while True:
+        try:
+            return tls.recv(size)
+        except ssl.SSLWantReadError:
+            await wait_readable(tls)
+        except ssl.SSLWantWriteError:
+            await wait_writable(tls)
+        except ssl.SSLEOFError:
+            return b""  # the peer closed without a TLS close_notify
+
+
 def _failure(error: BaseException, *, written: bool) -> ExchangeError:
     detail = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     if written:
@@ -276,4 +295,11 @@ def _failure(error: BaseException, *, written: bool) -> ExchangeError:
     )
 
 
-__all__ = ["MAX_RESPONSE_BYTES", "READ_BYTES", "OrderConnection", "OrderInFlight"]
+__all__ = [
+    "MAX_RESPONSE_BYTES",
+    "READ_BYTES",
+    "OrderConnection",
+    "OrderInFlight",
+    "open_tls_socket",
+    "receive_tls",
+]
