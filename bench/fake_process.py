@@ -63,6 +63,23 @@ class FakeExchangeProcess:
             self.stop()
             raise BenchError(f"the fake exchange did not start: {line[:200]!r}") from None
 
+    def place(self, cpus: frozenset[int]) -> None:
+        """Run the fake on ``cpus`` from now on (empty: every CPU this harness may use).
+
+        A pinned run puts the fake with the clients, off the executor's CPU: it stands in for an
+        exchange on another machine, so its work answering an order must not run where the
+        executor's next line would (measured: with the fake free to run there, one real order in
+        five waited 1.3-2.6 ms inside its own ``send``, docs/RESULTS.md 2026-12-02). Affinity is per
+        thread, so every thread it has now is moved; threads it starts later inherit the mask.
+        """
+        mask = cpus or frozenset(os.sched_getaffinity(0))
+        task_dir = f"/proc/{self._process.pid}/task"
+        for tid in os.listdir(task_dir):
+            try:
+                os.sched_setaffinity(int(tid), mask)
+            except ProcessLookupError:
+                continue  # the thread ended since the listing
+
     def __enter__(self) -> FakeExchangeProcess:
         return self
 

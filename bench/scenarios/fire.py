@@ -41,6 +41,7 @@ from bench.processes import (
     ExecutorSpec,
     RunningExecutor,
     parse_counters,
+    pin_child,
 )
 from bench.runner import Series, rotated
 from bench.scenarios.fire_path import SEGMENT_PREFIX, SEGMENTS, segments_of
@@ -269,7 +270,11 @@ def run_fire_configuration(
             command = [sys.executable, "-m", "bench.clients.fire", "--socket", socket_path]
             command += ["--stamps", stamps_path]
             done = subprocess.run(
-                command + plan.argv(), capture_output=True, text=True, timeout=FIRE_CLIENT_TIMEOUT_S
+                command + plan.argv(),
+                capture_output=True,
+                text=True,
+                timeout=FIRE_CLIENT_TIMEOUT_S,
+                preexec_fn=pin_child(spec.client_cpus),
             )
             if done.returncode != 0:
                 raise BenchError(
@@ -312,6 +317,7 @@ def run_fire_all(
         for run in range(1, runs + 1):
             for spec, _ in rotated(pairs, run):
                 progress(f"fire run {run}/{runs}: {spec.name}")
+                fake.place(spec.client_cpus)
                 found, fact = run_fire_configuration(spec, run, plan, env)
                 series += found
                 facts.append(fact)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import csv
+import os
 import shutil
 import sqlite3
 import tempfile
@@ -26,7 +27,7 @@ from bench.baselines.rowwriter import RowWriter, open_database
 from bench.cli import main
 from bench.clients.fire import FirePlan, fire_cid, interleaved, phase_of
 from bench.clients.frames import wake_message
-from bench.fake_process import FakeExchangeInfo
+from bench.fake_process import FakeExchangeInfo, FakeExchangeProcess
 from bench.processes import BenchError
 from bench.reports.output import plot_styles
 from bench.runner import Series
@@ -441,3 +442,17 @@ async def test_the_all_before_write_variant_does_it_all_before_the_write(
     kinds = [kind for kind, _ in harness.events if kind in {"intent", "pending", "send"}]
     assert kinds == ["intent", "pending", "send"]
     assert attempts_at_send == [1]
+
+
+def test_a_pinned_run_places_the_fake_exchange_with_the_clients() -> None:
+    """``FakeExchangeProcess.place`` moves every thread of the fake to the CPUs given, and an empty
+    set gives it back every CPU the harness may use (an unpinned run)."""
+    allowed = frozenset(os.sched_getaffinity(0))
+    one = frozenset({min(allowed)})
+    with FakeExchangeProcess() as fake:
+        pid = fake._process.pid
+        fake.place(one)
+        threads = os.listdir(f"/proc/{pid}/task")
+        assert threads and all(os.sched_getaffinity(int(tid)) == one for tid in threads)
+        fake.place(frozenset())
+        assert all(os.sched_getaffinity(int(tid)) == allowed for tid in threads)
