@@ -12,6 +12,13 @@ the worker makes one more and the oldest beyond ``size`` is dropped. So at rest 
 signatures about ``max_age_ms / size`` apart, the freshest at most that old, at a cost of
 ``size / max_age_ms`` signatures a second in the worker (40/s with the defaults, ~4% of a core).
 
+A refill that no real fire is short of (at least ``reserve`` fresh signatures ready) waits for
+an idle loop (``executor.exchange.idle_loop``), at most ``MAX_IDLE_WAIT_S`` and never so long that
+the newest signature would come within ``max_age_ms / size`` of its age limit: during a burst of
+shadow wakes, each taking a spare, refilling at once kept the worker signing for the whole burst,
+on the cores the connection and the real order in it needed (docs/RESULTS.md 2026-12-02). Below
+the reserve a refill starts at once.
+
 While a real order that took a signature is in flight (:meth:`SignaturePool.take` until
 :meth:`SignaturePool.order_done`), refills wait (at most ``MAX_REFILL_PAUSE_S``) unless the pool is
 empty: on a machine with few cores the worker's RSA work would otherwise compete with the order's
@@ -34,6 +41,7 @@ import structlog
 import trio
 
 from executor.clock import wall_ms
+from executor.exchange.idle_loop import load_idle_signal, until_the_loop_is_idle
 from executor.exchange.messages import ORDER_PATH
 from executor.settings import DEFAULT_PRESIGN_MAX_AGE_MS
 
@@ -47,6 +55,9 @@ RESERVED_FOR_REAL: Final = 2
 MAX_REFILL_PAUSE_S: Final = 0.050
 """Longest a refill waits for the real orders in flight to finish (seconds): an order's round
 trip on a healthy exchange, with room; a hung order must not stop the pool from refilling."""
+MAX_IDLE_WAIT_S: Final = 0.050
+"""Longest a refill that no real fire is short of waits for an idle loop (seconds): a burst of
+wakes lasts a few milliseconds; a loop busy longer than this still gets its spares. A guess."""
 FAILURE_BACKOFF_S: Final = 1.0
 """Wait after the worker failed to sign (seconds) before retrying; fires sign inline meanwhile."""
 
@@ -147,12 +158,14 @@ class SignaturePool:
 
         Cancellation: a signature being made in the worker completes first (it is short).
         """
+        load_idle_signal()  # as the pool starts, before the socket is reachable
         started = False
         while True:
             if self._needs_one():
                 if self._ready and not self._no_order_in_flight.is_set():
                     with trio.move_on_after(MAX_REFILL_PAUSE_S):
                         await self._no_order_in_flight.wait()
+                await until_the_loop_is_idle(self._idle_wait_s())
                 try:
                     await self._make_one()
                 except Exception as error:  # the worker's failure is not the executor's
@@ -176,6 +189,19 @@ class SignaturePool:
         if len(self._ready) < self.size:
             return True
         return self._clock() - self._ready[-1][0] >= self.max_age_ms / self.size
+
+    def _idle_wait_s(self) -> float:
+        """How long the next refill may wait for an idle loop (seconds; 0: start it now).
+
+        Zero while fewer than ``reserve`` (and at least one) fresh signatures are ready; else up
+        to ``MAX_IDLE_WAIT_S``, ending before the newest is ``max_age_ms / size`` from too old.
+        """
+        self._drop_expired()
+        if len(self._ready) < max(self.reserve, 1):
+            return 0.0
+        newest_age_ms = self._clock() - self._ready[-1][0]
+        left_ms = self.max_age_ms - self.max_age_ms / self.size - newest_age_ms
+        return max(0.0, min(MAX_IDLE_WAIT_S, left_ms / 1000))
 
     def _seconds_until_next(self) -> float:
         newest_age_ms = self._clock() - self._ready[-1][0]

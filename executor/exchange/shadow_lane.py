@@ -28,15 +28,11 @@ import structlog
 import trio
 
 from executor.exchange.dispatcher import OrderPlacer
+from executor.exchange.idle_loop import load_idle_signal, until_the_loop_is_idle
 from executor.exchange.messages import OrderStamps
 from executor.exchange.stages import FireStamps
 
 log = structlog.get_logger()
-
-IDLE_CUSHION_S: Final = 0.0002
-"""How long the loop must have had nothing to run before a shadow signature starts (seconds).
-Frames of a burst arrive every few tens of microseconds, so a burst never leaves the loop idle
-this long; a quiet executor pays 0.2 ms on its shadow fires' ``sign`` span. A guess."""
 
 MAX_DEFER_S: Final = 0.050
 """Longest a job waits for an idle loop (seconds). Past it the lane signs anyway, so a loop that
@@ -109,15 +105,14 @@ class ShadowLane:
         Cancellation: jobs still queued are finished unsigned (their ``order_build`` row is still
         written) so no fire's rows are lost.
         """
-        # Imported as the lane starts (before the socket is reachable), not at module import:
-        # trio.testing pulls in pytest where it is installed (~0.15 s), which an executor without
-        # an exchange never needs and the first shadow fire must not wait for.
-        import trio.testing
-
+        load_idle_signal()  # as the lane starts, before the socket is reachable
         task_status.started()
         try:
             async for job in self._receive:
-                await _until_the_loop_is_idle()
+                # A burst keeps the connection tasks busy; signing then, even in a worker process,
+                # costs them the worker's CPU. The jobs that do not fit in the lane meanwhile are
+                # skipped and counted (``shadow_skipped``).
+                await until_the_loop_is_idle(MAX_DEFER_S)
                 try:
                     await self._client.place_order(job.body, job.stamps.order, dry_run=True)
                     self.signed += 1
@@ -139,20 +134,3 @@ class ShadowLane:
                 return
             job.finish()
 
-
-async def _until_the_loop_is_idle() -> None:
-    """Wait (bounded by ``MAX_DEFER_S``) until every other task has been blocked for a moment.
-
-    A burst of wakes keeps the connection tasks busy; signing then, even through a worker process,
-    costs them the round trip and the worker's CPU. Waiting until the loop has been idle for
-    ``IDLE_CUSHION_S`` puts shadow signatures after the burst; the jobs that do not fit in the
-    lane meanwhile are skipped and counted (``shadow_skipped``). On a quiet loop it returns after
-    the cushion. Trio's ``wait_all_tasks_blocked`` is the scheduler's own "idle" signal (it lives
-    in ``trio.testing`` because tests are its usual caller; it is public API).
-
-    Cancellation: checkpoints; a cancelled wait ends the lane like any other cancellation.
-    """
-    from trio.testing import wait_all_tasks_blocked  # already imported by ShadowLane.run
-
-    with trio.move_on_after(MAX_DEFER_S):
-        await wait_all_tasks_blocked(IDLE_CUSHION_S)

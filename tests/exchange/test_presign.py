@@ -9,8 +9,9 @@ import trio
 import trio.testing
 from structlog.testing import capture_logs
 
+from executor.exchange.idle_loop import IDLE_CUSHION_S
 from executor.exchange.messages import ORDER_PATH, OrderSpec, OrderStamps, order_body
-from executor.exchange.presign import AsyncSign, SignaturePool
+from executor.exchange.presign import MAX_IDLE_WAIT_S, AsyncSign, SignaturePool
 from executor.exchange.shadow_lane import ShadowJob, ShadowLane
 from executor.exchange.sign_worker import open_process_signer
 from executor.exchange.stages import FireStamps
@@ -203,6 +204,12 @@ async def test_a_shadow_fire_with_a_spare_signature_is_finished_in_the_offer(
     assert pool.taken_spare == 1 and len(pool) == 2
 
 
+async def _pool_settled() -> None:
+    """Return once the loop has been idle longer than a spare refill waits for (the pool's own
+    idle wait, ``IDLE_CUSHION_S``, ends first and its refill runs)."""
+    await trio.testing.wait_all_tasks_blocked(10 * IDLE_CUSHION_S)
+
+
 async def test_refills_wait_while_a_presigned_order_is_in_flight(
     nursery: trio.Nursery, mock_clock: trio.testing.MockClock
 ) -> None:
@@ -211,11 +218,99 @@ async def test_refills_wait_while_a_presigned_order_is_in_flight(
     made: list[str] = []
     pool = SignaturePool(_counting_signer(made), max_age_ms=1000, size=2, reserve=0, clock=Clock())
     await nursery.start(pool.run)
-    await trio.testing.wait_all_tasks_blocked()
+    await _pool_settled()
     assert len(pool) == 2
     assert pool.take() is not None
-    await trio.testing.wait_all_tasks_blocked()
+    await _pool_settled()
     assert (len(made), pool.in_flight) == (2, 1)  # paused: one ready, one order in flight
     pool.order_done()
-    await trio.testing.wait_all_tasks_blocked()
+    await _pool_settled()
     assert (len(made), len(pool), pool.in_flight) == (3, 2, 0)
+
+
+async def _keep_busy(until: trio.Event) -> None:
+    """Stay runnable (a checkpoint at a time) until ``until`` is set: the loop is never idle."""
+    while not until.is_set():
+        await trio.lowlevel.checkpoint()
+
+
+async def test_spare_refills_wait_for_an_idle_loop(nursery: trio.Nursery) -> None:
+    """With the reserve for real fires intact, the spares shadow fires took are made again only
+    once the loop has nothing to run: a burst's wakes keep it busy, and the worker's RSA would
+    take their CPU."""
+    made: list[str] = []
+    clock = Clock()
+    pool = SignaturePool(_counting_signer(made), max_age_ms=100_000, size=4, reserve=2, clock=clock)
+    await _filled(pool, nursery)
+    done = trio.Event()
+    nursery.start_soon(_keep_busy, done)
+    await trio.lowlevel.checkpoint()
+    assert pool.take_spare() is not None and pool.take_spare() is not None
+    for _ in range(2000):  # ~2,000 scheduler passes, none of them idle
+        await trio.lowlevel.checkpoint()
+    assert (len(made), len(pool)) == (4, 2)
+    done.set()
+    with trio.fail_after(WAIT_S):
+        while len(pool) < 4:  # noqa: ASYNC110 - the refill is another task's
+            await trio.sleep(0.001)
+    assert len(made) == 6
+
+
+async def test_below_the_reserve_a_refill_does_not_wait_for_an_idle_loop(
+    nursery: trio.Nursery,
+) -> None:
+    """Once real fires could find the pool empty, the refill starts however busy the loop is."""
+    made: list[str] = []
+    pool = SignaturePool(
+        _counting_signer(made), max_age_ms=100_000, size=2, reserve=2, clock=Clock()
+    )
+    await _filled(pool, nursery)
+    done = trio.Event()
+    nursery.start_soon(_keep_busy, done)
+    try:
+        assert pool.take() is not None and pool.take() is not None
+        pool.order_done()
+        pool.order_done()
+        with trio.fail_after(WAIT_S):
+            while len(pool) < 2:
+                await trio.lowlevel.checkpoint()
+    finally:
+        done.set()
+    assert len(made) == 4
+
+
+async def test_a_loop_that_never_idles_still_gets_its_spares(nursery: trio.Nursery) -> None:
+    """The wait for an idle loop is bounded (MAX_IDLE_WAIT_S): a loop busy for longer is refilled
+    anyway."""
+    made: list[str] = []
+    pool = SignaturePool(
+        _counting_signer(made), max_age_ms=100_000, size=3, reserve=1, clock=Clock()
+    )
+    await _filled(pool, nursery)
+    done = trio.Event()
+    nursery.start_soon(_keep_busy, done)
+    try:
+        assert pool.take_spare() is not None
+        with trio.fail_after(WAIT_S):
+            while len(pool) < 3:
+                await trio.lowlevel.checkpoint()
+    finally:
+        done.set()
+    assert len(made) == 4
+
+
+def test_the_idle_wait_ends_before_the_newest_signature_nears_its_age_limit() -> None:
+    """The bound: zero below the reserve; else at most MAX_IDLE_WAIT_S, and over before the
+    newest is within max_age_ms / size of too old."""
+    clock = Clock()
+    pool = SignaturePool(_counting_signer([]), max_age_ms=40, size=4, reserve=1, clock=clock)
+    assert pool._idle_wait_s() == 0.0  # empty
+    pool._ready.append((clock.now_ms, str(clock.now_ms), "sig"))
+    assert pool._idle_wait_s() == pytest.approx(0.030)  # 40 - 10 - 0 ms
+    clock.now_ms += 25
+    assert pool._idle_wait_s() == pytest.approx(0.005)
+    clock.now_ms += 10
+    assert pool._idle_wait_s() == 0.0  # within 10 ms of its limit: refill now
+    long_lived = SignaturePool(_counting_signer([]), max_age_ms=10_000, size=4, reserve=0)
+    long_lived._ready.append((long_lived._clock(), "t", "sig"))
+    assert long_lived._idle_wait_s() == MAX_IDLE_WAIT_S
