@@ -7,11 +7,14 @@ in this order:
    (``FirePath.start``), before any row of the batch is recorded and before any shadow fire of
    this batch, or of an earlier one still waiting here, has started;
 2. the connection loop records the batch's ``wake_recv`` rows;
-3. **the shadow wakes**, in frame order, but only once the connection has caught up: while another
-   whole frame is already waiting to be read (in the buffer, or in the kernel: one non-blocking
-   ``recv``), the batch's shadow wakes wait here and the loop reads, acks and fires the real wakes
-   of the next batch first. They are all started once a read finds nothing more, once
-   ``MAX_DEFERRED_SHADOWS`` wait, or when the connection's loop ends (whatever ended it).
+3. **the shadow wakes**, in frame order, but only while the connection has caught up: while
+   another whole frame is already waiting to be read (in the buffer, or in the kernel: one
+   non-blocking ``recv``), the batch's shadow wakes wait here and the loop reads, acks and fires
+   the real wakes of the next batch first. They are started **one at a time**, the check made
+   again before each, so a frame that arrives while they start waits for one shadow fire, not for
+   all of them (a held burst of 100 took ~6 ms to start: a real wake written meanwhile waited
+   that long; docs/RESULTS.md 2026-12-02). Past ``MAX_DEFERRED_SHADOWS`` held, the oldest are
+   started without asking; when the connection's loop ends (whatever ended it), all of them.
 
 So during a burst of shadow wakes the connection keeps pace with its peer at the price of a
 decode and an ack per frame, and a real wake in the burst waits only for the frames ahead of it
@@ -24,6 +27,7 @@ Cancellation: nothing here awaits.
 
 from __future__ import annotations
 
+import collections
 import socket
 from collections.abc import Callable
 from typing import Final, Protocol
@@ -39,8 +43,8 @@ from executor.wire.protocol import (
 
 MAX_DEFERRED_SHADOWS: Final = 256
 """Most shadow wakes one connection holds back while frames keep arriving (wakes). A burst of 200
-(the reference's, and the benchmark's) fits whole; ~50 µs of fire work each makes at most ~13 ms
-of shadow fires started at once. A guess."""
+(the reference's, and the benchmark's) fits whole; past it, the oldest are started as new ones
+come, so a flood's measurements are late by at most this many fires. A guess."""
 
 StartFire = Callable[[WakeMessage, int, int], None]
 """Starts the fire of an acked wake, given when its bytes were read and when its ack was out
@@ -61,7 +65,7 @@ class FireHandoff:
 
     def __init__(self, start_fire: StartFire) -> None:
         self._start_fire = start_fire
-        self._deferred: list[tuple[DecodedWake, int, int]] = []
+        self._deferred: collections.deque[tuple[DecodedWake, int, int]] = collections.deque()
 
     @property
     def deferred(self) -> int:
@@ -83,19 +87,23 @@ class FireHandoff:
                 deferred.append((decoded, stamp_ns, done_ns))
 
     def start_shadows(self, *, more_frames_waiting: Callable[[], bool]) -> None:
-        """Start the held shadow wakes unless more frames wait and there is room to hold them.
+        """Start the held shadow wakes in frame order, one at a time, until a frame is waiting.
 
-        ``more_frames_waiting`` is asked only when some are held and there is room.
+        Before each start, ``more_frames_waiting`` is asked (only while fewer than
+        ``MAX_DEFERRED_SHADOWS`` are held): True leaves the rest held for after the next batch.
+        Returns with none held only when it was never told a frame was waiting.
         """
-        if not self._deferred:
-            return
-        if len(self._deferred) < MAX_DEFERRED_SHADOWS and more_frames_waiting():
-            return
-        self.flush()
+        deferred = self._deferred
+        start_fire = self._start_fire
+        while deferred:
+            if len(deferred) < MAX_DEFERRED_SHADOWS and more_frames_waiting():
+                return
+            decoded, stamp_ns, done_ns = deferred.popleft()
+            start_fire(wake_message_of(decoded), stamp_ns, done_ns)
 
     def flush(self) -> None:
-        """Start every held shadow wake now, in frame order (the loop is ending, or caught up)."""
-        deferred, self._deferred = self._deferred, []
+        """Start every held shadow wake now, in frame order (the connection's loop is ending)."""
+        deferred, self._deferred = self._deferred, collections.deque()
         start_fire = self._start_fire
         for decoded, stamp_ns, done_ns in deferred:
             start_fire(wake_message_of(decoded), stamp_ns, done_ns)

@@ -163,14 +163,36 @@ def _acked(wake: WakeMessage) -> Acked:
 
 
 def test_held_shadows_are_bounded() -> None:
-    """Past MAX_DEFERRED_SHADOWS held, they are started even while frames keep coming."""
+    """Past MAX_DEFERRED_SHADOWS held, the oldest are started even while frames keep coming."""
     fired: list[str] = []
     handoff = FireHandoff(lambda message, *stamps: fired.append(message.correlation_id))
     shadows = [_acked(make_wake(f"s{i}", dry_run=True)) for i in range(MAX_DEFERRED_SHADOWS - 1)]
     handoff.hold_shadows(shadows)
     handoff.start_shadows(more_frames_waiting=lambda: True)
     assert fired == [] and handoff.deferred == MAX_DEFERRED_SHADOWS - 1  # room left: held
-    handoff.hold_shadows([_acked(make_wake("last", dry_run=True))])
+    handoff.hold_shadows([_acked(make_wake(f"late{i}", dry_run=True)) for i in range(3)])
     handoff.start_shadows(more_frames_waiting=lambda: True)
-    assert len(fired) == MAX_DEFERRED_SHADOWS and fired[-1] == "last"
+    assert fired == ["s0", "s1", "s2"]  # the oldest, until there is room again
+    assert handoff.deferred == MAX_DEFERRED_SHADOWS - 1
+    handoff.flush()
+    assert len(fired) == MAX_DEFERRED_SHADOWS + 2 and fired[-1] == "late2"
     assert handoff.deferred == 0
+
+
+def test_held_shadows_start_one_at_a_time_and_stop_when_a_frame_arrives() -> None:
+    """The check is made again before each start: a frame that arrives while held shadows are
+    being started leaves the rest held, in order, for after its batch."""
+    fired: list[str] = []
+    handoff = FireHandoff(lambda message, *stamps: fired.append(message.correlation_id))
+    handoff.hold_shadows([_acked(make_wake(f"s{i}", dry_run=True)) for i in range(5)])
+    asked: list[int] = []
+
+    def frame_after_two_starts() -> bool:
+        asked.append(len(fired))
+        return len(fired) == 2
+
+    handoff.start_shadows(more_frames_waiting=frame_after_two_starts)
+    assert fired == ["s0", "s1"] and asked == [0, 1, 2]
+    assert handoff.deferred == 3
+    handoff.start_shadows(more_frames_waiting=lambda: False)
+    assert fired == ["s0", "s1", "s2", "s3", "s4"] and handoff.deferred == 0
