@@ -39,6 +39,12 @@ before anyone changes the executor. Variants:
   A/B of writing it at once.
 - ``no-shadow-hold``: a batch's shadow fires start right after its rows, even while more frames
   are waiting (``executor.wire.handoff`` holds them): the burst's A/B.
+- ``flush-all``: once the connection has caught up, every held shadow wake is started in one go,
+  as until 2026-12-02 (the product starts them one at a time and goes back to reading as soon as
+  a frame is waiting): the burst's A/B of starting them one at a time.
+- ``eager-refill``: the signature pool makes a spare again as soon as one is taken, as until
+  2026-12-02 (the product waits for an idle loop while real fires still have their reserve):
+  the burst's A/B of deferring the worker's RSA.
 - ``all-before-write``: a real order's path before its first byte as it was until 2026-12-02:
   the risk gate's attempt, a freshly drawn id, the ``pending`` row built, recorded in the intent
   journal and queued, all before the body is built and the request written (DISPATCH.md §4's
@@ -197,6 +203,25 @@ def _patch_no_shadow_hold() -> None:
     FireHandoff.start_shadows = start_shadows  # type: ignore[method-assign]
 
 
+def _patch_flush_all() -> None:
+    from executor.wire.handoff import MAX_DEFERRED_SHADOWS, FireHandoff
+
+    def start_shadows(self: FireHandoff, *, more_frames_waiting: Callable[[], bool]) -> None:
+        if self.deferred and (self.deferred >= MAX_DEFERRED_SHADOWS or not more_frames_waiting()):
+            self.flush()
+
+    FireHandoff.start_shadows = start_shadows  # type: ignore[method-assign]
+
+
+def _patch_eager_refill() -> None:
+    from executor.exchange.presign import SignaturePool
+
+    def idle_wait_s(self: SignaturePool) -> float:
+        return 0.0
+
+    SignaturePool._idle_wait_s = idle_wait_s  # type: ignore[method-assign]
+
+
 def _patch_all_before_write() -> None:
     from executor.exchange import dispatcher
     from executor.exchange.order_rows import order_row
@@ -343,6 +368,8 @@ VARIANTS: Final[dict[str, Callable[[], None]]] = {
     "task-writes": _patch_task_writes,
     "no-shadow-hold": _patch_no_shadow_hold,
     "all-before-write": _patch_all_before_write,
+    "flush-all": _patch_flush_all,
+    "eager-refill": _patch_eager_refill,
 }
 
 

@@ -380,6 +380,8 @@ def test_variants_refuse_an_unknown_name() -> None:
         "task-writes",
         "no-shadow-hold",
         "all-before-write",
+        "flush-all",
+        "eager-refill",
     }
     assert variants_main(["idle-lane+nonsense", "serve"]) == 2
     assert variants_main([]) == 2
