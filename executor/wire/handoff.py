@@ -11,10 +11,11 @@ in this order:
    another whole frame is already waiting to be read (in the buffer, or in the kernel: one
    non-blocking ``recv``), the batch's shadow wakes wait here and the loop reads, acks and fires
    the real wakes of the next batch first. They are started **one at a time**, the check made
-   again before each, so a frame that arrives while they start waits for one shadow fire, not for
-   all of them (a held burst of 100 took ~6 ms to start: a real wake written meanwhile waited
-   that long; docs/RESULTS.md 2026-12-02). Past ``MAX_DEFERRED_SHADOWS`` held, the oldest are
-   started without asking; when the connection's loop ends (whatever ended it), all of them.
+   again once ``SHADOW_CHECK_NS`` of starting has passed since the last one, so a frame that
+   arrives while they start waits for about that long and one shadow fire, not for all of them (a
+   held burst of 100 took ~6 ms to start: a real wake written meanwhile waited that long;
+   docs/RESULTS.md 2026-12-02). Past ``MAX_DEFERRED_SHADOWS`` held, the oldest are started
+   without asking; when the connection's loop ends (whatever ended it), all of them.
 
 So during a burst of shadow wakes the connection keeps pace with its peer at the price of a
 decode and an ack per frame, and a real wake in the burst waits only for the frames ahead of it
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import socket
+import time
 from collections.abc import Callable
 from typing import Final, Protocol
 
@@ -46,6 +48,12 @@ MAX_DEFERRED_SHADOWS: Final = 256
 (the reference's, and the benchmark's) fits whole; past it, the oldest are started as new ones
 come, so a flood's measurements are late by at most this many fires. A guess."""
 
+SHADOW_CHECK_NS: Final = 50_000
+"""How long held shadows are started before the connection looks for a waiting frame again (ns).
+A look is a ``recv`` system call when nothing is buffered; a shadow fire with an exchange takes
+about this long to start (one look each), one without an exchange (a no-network executor, the
+saturation benchmark) a few microseconds (one look per several). A guess."""
+
 StartFire = Callable[[WakeMessage, int, int], None]
 """Starts the fire of an acked wake, given when its bytes were read and when its ack was out
 (``perf_counter_ns``); never blocks."""
@@ -61,10 +69,11 @@ class FireHandoff:
         start_fire: the fire path's entry (``ExecutorServer._start_fire``).
     """
 
-    __slots__ = ("_deferred", "_start_fire")
+    __slots__ = ("_check_ns", "_deferred", "_start_fire")
 
-    def __init__(self, start_fire: StartFire) -> None:
+    def __init__(self, start_fire: StartFire, *, check_ns: int = SHADOW_CHECK_NS) -> None:
         self._start_fire = start_fire
+        self._check_ns = check_ns
         self._deferred: collections.deque[tuple[DecodedWake, int, int]] = collections.deque()
 
     @property
@@ -89,15 +98,22 @@ class FireHandoff:
     def start_shadows(self, *, more_frames_waiting: Callable[[], bool]) -> None:
         """Start the held shadow wakes in frame order, one at a time, until a frame is waiting.
 
-        Before each start, ``more_frames_waiting`` is asked (only while fewer than
+        ``more_frames_waiting`` is asked before the first start and again before the first start
+        that comes ``check_ns`` or more after the last asking (only while fewer than
         ``MAX_DEFERRED_SHADOWS`` are held): True leaves the rest held for after the next batch.
         Returns with none held only when it was never told a frame was waiting.
         """
         deferred = self._deferred
         start_fire = self._start_fire
+        clock = time.perf_counter_ns
+        ask_at = 0
         while deferred:
-            if len(deferred) < MAX_DEFERRED_SHADOWS and more_frames_waiting():
-                return
+            if len(deferred) < MAX_DEFERRED_SHADOWS:
+                now = clock()
+                if now >= ask_at:
+                    if more_frames_waiting():
+                        return
+                    ask_at = now + self._check_ns
             decoded, stamp_ns, done_ns = deferred.popleft()
             start_fire(wake_message_of(decoded), stamp_ns, done_ns)
 

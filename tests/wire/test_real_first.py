@@ -180,10 +180,13 @@ def test_held_shadows_are_bounded() -> None:
 
 
 def test_held_shadows_start_one_at_a_time_and_stop_when_a_frame_arrives() -> None:
-    """The check is made again before each start: a frame that arrives while held shadows are
-    being started leaves the rest held, in order, for after its batch."""
+    """With no time between lookings (``check_ns=0``) the check is made before each start: a
+    frame that arrives while held shadows are being started leaves the rest held, in order, for
+    after its batch."""
     fired: list[str] = []
-    handoff = FireHandoff(lambda message, *stamps: fired.append(message.correlation_id))
+    handoff = FireHandoff(
+        lambda message, *stamps: fired.append(message.correlation_id), check_ns=0
+    )
     handoff.hold_shadows([_acked(make_wake(f"s{i}", dry_run=True)) for i in range(5)])
     asked: list[int] = []
 
@@ -196,3 +199,21 @@ def test_held_shadows_start_one_at_a_time_and_stop_when_a_frame_arrives() -> Non
     assert handoff.deferred == 3
     handoff.start_shadows(more_frames_waiting=lambda: False)
     assert fired == ["s0", "s1", "s2", "s3", "s4"] and handoff.deferred == 0
+
+
+def test_held_shadows_look_for_a_frame_again_only_after_the_check_interval() -> None:
+    """Starting a shadow takes far less than an hour: with ``check_ns`` an hour, the connection
+    looks once, before the first start, and starts every held shadow."""
+    fired: list[str] = []
+    handoff = FireHandoff(
+        lambda message, *stamps: fired.append(message.correlation_id), check_ns=3600 * 10**9
+    )
+    handoff.hold_shadows([_acked(make_wake(f"s{i}", dry_run=True)) for i in range(5)])
+    asked: list[int] = []
+
+    def frame_after_the_first_look() -> bool:
+        asked.append(len(fired))
+        return len(asked) > 1
+
+    handoff.start_shadows(more_frames_waiting=frame_after_the_first_look)
+    assert asked == [0] and fired == ["s0", "s1", "s2", "s3", "s4"]
