@@ -74,6 +74,7 @@ class SignaturePool:
         size: signatures kept.
         reserve: of those, how many only real fires may take.
         clock: wall-clock milliseconds (tests pass their own).
+        max_idle_wait_s: longest a refill no real fire is short of waits for an idle loop.
 
     Attributes:
         made: signatures the worker made; ``expired`` of them were dropped unused (too old);
@@ -89,6 +90,7 @@ class SignaturePool:
         size: int = POOL_SIZE,
         reserve: int = RESERVED_FOR_REAL,
         clock: Callable[[], int] = wall_ms,
+        max_idle_wait_s: float = MAX_IDLE_WAIT_S,
     ) -> None:
         if max_age_ms < 1 or size < 1 or not 0 <= reserve <= size:
             raise ValueError(
@@ -99,6 +101,7 @@ class SignaturePool:
         self.size = size
         self.reserve = reserve
         self._clock = clock
+        self._max_idle_wait_s = max_idle_wait_s
         self._ready: collections.deque[tuple[int, str, str]] = collections.deque()  # oldest first
         self._wanted = trio.Event()
         self._no_order_in_flight = trio.Event()
@@ -194,14 +197,14 @@ class SignaturePool:
         """How long the next refill may wait for an idle loop (seconds; 0: start it now).
 
         Zero while fewer than ``reserve`` (and at least one) fresh signatures are ready; else up
-        to ``MAX_IDLE_WAIT_S``, ending before the newest is ``max_age_ms / size`` from too old.
+        to ``max_idle_wait_s``, ending before the newest is ``max_age_ms / size`` from too old.
         """
         self._drop_expired()
         if len(self._ready) < max(self.reserve, 1):
             return 0.0
         newest_age_ms = self._clock() - self._ready[-1][0]
         left_ms = self.max_age_ms - self.max_age_ms / self.size - newest_age_ms
-        return max(0.0, min(MAX_IDLE_WAIT_S, left_ms / 1000))
+        return max(0.0, min(self._max_idle_wait_s, left_ms / 1000))
 
     def _seconds_until_next(self) -> float:
         newest_age_ms = self._clock() - self._ready[-1][0]

@@ -52,8 +52,11 @@ def _counting_signer(made: list[str]) -> AsyncSign:
 async def _filled(pool: SignaturePool, nursery: trio.Nursery) -> None:
     """Start ``pool.run`` and wait until the pool is full."""
     await nursery.start(pool.run)
-    while len(pool) < pool.size:  # noqa: ASYNC110 - the refill is another task's
-        await trio.sleep(0.001)
+    with trio.fail_after(WAIT_S):
+        while len(pool) < pool.size:
+            # Idle, not a 1 ms poll: the spares are made on an idle loop, and a task waking
+            # every millisecond keeps the loop from ever looking idle (executor.exchange.idle_loop).
+            await _pool_settled()
 
 
 async def test_each_signature_is_for_post_and_the_order_path_and_used_once(
@@ -113,8 +116,8 @@ async def test_the_pool_refills_after_takes(nursery: trio.Nursery) -> None:
     assert pool.take() is not None and pool.take() is not None
     assert len(pool) == 1
     with trio.fail_after(WAIT_S):
-        while len(pool) < 3:  # noqa: ASYNC110
-            await trio.sleep(0.001)
+        while len(pool) < 3:
+            await _pool_settled()
     assert pool.made == len(made) == 5
 
 
@@ -239,8 +242,14 @@ async def test_spare_refills_wait_for_an_idle_loop(nursery: trio.Nursery) -> Non
     once the loop has nothing to run: a burst's wakes keep it busy, and the worker's RSA would
     take their CPU."""
     made: list[str] = []
-    clock = Clock()
-    pool = SignaturePool(_counting_signer(made), max_age_ms=100_000, size=4, reserve=2, clock=clock)
+    pool = SignaturePool(
+        _counting_signer(made),
+        max_age_ms=100_000,
+        size=4,
+        reserve=2,
+        clock=Clock(),
+        max_idle_wait_s=WAIT_S,  # only an idle loop, not the bound, may start the refill here
+    )
     await _filled(pool, nursery)
     done = trio.Event()
     nursery.start_soon(_keep_busy, done)
@@ -250,10 +259,8 @@ async def test_spare_refills_wait_for_an_idle_loop(nursery: trio.Nursery) -> Non
         await trio.lowlevel.checkpoint()
     assert (len(made), len(pool)) == (4, 2)
     done.set()
-    with trio.fail_after(WAIT_S):
-        while len(pool) < 4:  # noqa: ASYNC110 - the refill is another task's
-            await trio.sleep(0.001)
-    assert len(made) == 6
+    await _pool_settled()  # the loop idles: the pool's shorter idle wait ends first, twice
+    assert (len(made), len(pool)) == (6, 4)
 
 
 async def test_below_the_reserve_a_refill_does_not_wait_for_an_idle_loop(
@@ -300,8 +307,8 @@ async def test_a_loop_that_never_idles_still_gets_its_spares(nursery: trio.Nurse
 
 
 def test_the_idle_wait_ends_before_the_newest_signature_nears_its_age_limit() -> None:
-    """The bound: zero below the reserve; else at most MAX_IDLE_WAIT_S, and over before the
-    newest is within max_age_ms / size of too old."""
+    """The bound: zero below the reserve; else at most ``max_idle_wait_s`` (MAX_IDLE_WAIT_S by
+    default), and over before the newest is within max_age_ms / size of too old."""
     clock = Clock()
     pool = SignaturePool(_counting_signer([]), max_age_ms=40, size=4, reserve=1, clock=clock)
     assert pool._idle_wait_s() == 0.0  # empty
