@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 
 import pytest
 import trio
@@ -237,6 +239,24 @@ async def _keep_busy(until: trio.Event) -> None:
         await trio.lowlevel.checkpoint()
 
 
+@contextlib.contextmanager
+def _loop_kept_busy(nursery: trio.Nursery) -> Iterator[None]:
+    """A task keeps the loop from ever being idle inside the block (``_keep_busy``)."""
+    done = trio.Event()
+    nursery.start_soon(_keep_busy, done)
+    try:
+        yield
+    finally:
+        done.set()
+
+
+async def _until_pool_holds(pool: SignaturePool, count: int) -> None:
+    """Pass through the scheduler (never idling it) until ``pool`` holds ``count`` signatures."""
+    with trio.fail_after(WAIT_S):
+        while len(pool) < count:
+            await trio.lowlevel.checkpoint()
+
+
 async def test_spare_refills_wait_for_an_idle_loop(nursery: trio.Nursery) -> None:
     """With the reserve for real fires intact, the spares shadow fires took are made again only
     once the loop has nothing to run: a burst's wakes keep it busy, and the worker's RSA would
@@ -251,14 +271,12 @@ async def test_spare_refills_wait_for_an_idle_loop(nursery: trio.Nursery) -> Non
         max_idle_wait_s=WAIT_S,  # only an idle loop, not the bound, may start the refill here
     )
     await _filled(pool, nursery)
-    done = trio.Event()
-    nursery.start_soon(_keep_busy, done)
-    await trio.lowlevel.checkpoint()
-    assert pool.take_spare() is not None and pool.take_spare() is not None
-    for _ in range(2000):  # ~2,000 scheduler passes, none of them idle
+    with _loop_kept_busy(nursery):
         await trio.lowlevel.checkpoint()
-    assert (len(made), len(pool)) == (4, 2)
-    done.set()
+        assert pool.take_spare() is not None and pool.take_spare() is not None
+        for _ in range(2000):  # ~2,000 scheduler passes, none of them idle
+            await trio.lowlevel.checkpoint()
+        assert (len(made), len(pool)) == (4, 2)
     await _pool_settled()  # the loop idles: the pool's shorter idle wait ends first, twice
     assert (len(made), len(pool)) == (6, 4)
 
@@ -272,17 +290,11 @@ async def test_below_the_reserve_a_refill_does_not_wait_for_an_idle_loop(
         _counting_signer(made), max_age_ms=100_000, size=2, reserve=2, clock=Clock()
     )
     await _filled(pool, nursery)
-    done = trio.Event()
-    nursery.start_soon(_keep_busy, done)
-    try:
+    with _loop_kept_busy(nursery):
         assert pool.take() is not None and pool.take() is not None
         pool.order_done()
         pool.order_done()
-        with trio.fail_after(WAIT_S):
-            while len(pool) < 2:
-                await trio.lowlevel.checkpoint()
-    finally:
-        done.set()
+        await _until_pool_holds(pool, 2)
     assert len(made) == 4
 
 
@@ -294,15 +306,9 @@ async def test_a_loop_that_never_idles_still_gets_its_spares(nursery: trio.Nurse
         _counting_signer(made), max_age_ms=100_000, size=3, reserve=1, clock=Clock()
     )
     await _filled(pool, nursery)
-    done = trio.Event()
-    nursery.start_soon(_keep_busy, done)
-    try:
+    with _loop_kept_busy(nursery):
         assert pool.take_spare() is not None
-        with trio.fail_after(WAIT_S):
-            while len(pool) < 3:
-                await trio.lowlevel.checkpoint()
-    finally:
-        done.set()
+        await _until_pool_holds(pool, 3)
     assert len(made) == 4
 
 
