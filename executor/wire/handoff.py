@@ -106,6 +106,7 @@ class FireHandoff:
         deferred = self._deferred
         start_fire = self._start_fire
         clock = time.perf_counter_ns
+        check_ns = self._check_ns
         ask_at = 0
         while deferred:
             if len(deferred) < MAX_DEFERRED_SHADOWS:
@@ -113,7 +114,7 @@ class FireHandoff:
                 if now >= ask_at:
                     if more_frames_waiting():
                         return
-                    ask_at = now + self._check_ns
+                    ask_at = now + check_ns
             decoded, stamp_ns, done_ns = deferred.popleft()
             start_fire(wake_message_of(decoded), stamp_ns, done_ns)
 
