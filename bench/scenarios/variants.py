@@ -45,6 +45,9 @@ before anyone changes the executor. Variants:
 - ``eager-refill``: the signature pool makes a spare again as soon as one is taken, as until
   2026-12-02 (the product waits for an idle loop while real fires still have their reserve):
   the burst's A/B of deferring the worker's RSA.
+- ``shadows-ignore-others``: a connection starting its held shadow wakes never hands the loop to
+  the other connections between starts, as until 2026-12-02 (evening): the A/B of what taking
+  turns costs at saturation with four connections.
 - ``all-before-write``: a real order's path before its first byte as it was until 2026-12-02:
   the risk gate's attempt, a freshly drawn id, the ``pending`` row built, recorded in the intent
   journal and queued, all before the body is built and the request written (DISPATCH.md §4's
@@ -197,8 +200,14 @@ class _H11Reader:
 def _patch_no_shadow_hold() -> None:
     from executor.wire.handoff import FireHandoff
 
-    def start_shadows(self: FireHandoff, *, more_frames_waiting: Callable[[], bool]) -> None:
+    def start_shadows(
+        self: FireHandoff,
+        *,
+        more_frames_waiting: Callable[[], bool],
+        others_connected: Callable[[], bool] = lambda: False,
+    ) -> bool:
         self.flush()
+        return False
 
     FireHandoff.start_shadows = start_shadows  # type: ignore[method-assign]
 
@@ -206,9 +215,31 @@ def _patch_no_shadow_hold() -> None:
 def _patch_flush_all() -> None:
     from executor.wire.handoff import MAX_DEFERRED_SHADOWS, FireHandoff
 
-    def start_shadows(self: FireHandoff, *, more_frames_waiting: Callable[[], bool]) -> None:
+    def start_shadows(
+        self: FireHandoff,
+        *,
+        more_frames_waiting: Callable[[], bool],
+        others_connected: Callable[[], bool] = lambda: False,
+    ) -> bool:
         if self.deferred and (self.deferred >= MAX_DEFERRED_SHADOWS or not more_frames_waiting()):
             self.flush()
+        return False
+
+
+def _patch_shadows_ignore_others() -> None:
+    from executor.wire.handoff import FireHandoff
+
+    original = FireHandoff.start_shadows
+
+    def start_shadows(
+        self: FireHandoff,
+        *,
+        more_frames_waiting: Callable[[], bool],
+        others_connected: Callable[[], bool] = lambda: False,
+    ) -> bool:
+        return original(self, more_frames_waiting=more_frames_waiting)
+
+    FireHandoff.start_shadows = start_shadows  # type: ignore[method-assign]
 
     FireHandoff.start_shadows = start_shadows  # type: ignore[method-assign]
 
@@ -369,6 +400,7 @@ VARIANTS: Final[dict[str, Callable[[], None]]] = {
     "no-shadow-hold": _patch_no_shadow_hold,
     "all-before-write": _patch_all_before_write,
     "flush-all": _patch_flush_all,
+    "shadows-ignore-others": _patch_shadows_ignore_others,
     "eager-refill": _patch_eager_refill,
 }
 

@@ -7,8 +7,10 @@ decided and written right there), then each acked frame's ``wake_recv`` row is r
 shadow fires are started once no further whole frame is waiting (``executor.wire.handoff``: the
 order, and why); then the loop takes one Trio checkpoint (cancellation, fairness), skipped when
 the batch's reads already waited in the scheduler. A frame cut at the buffer's end ends the
-batch: the acks before it are already out. A pipelining connection yields once per batch, so it
-delays the others by at most one batch's work.
+batch: the acks before it are already out. A pipelining connection yields once per batch, and
+while other connections are open it also yields between held shadow fires, once per
+``SHADOW_CHECK_NS`` of starting them: it delays the others by at most one batch's work, or about
+one check interval of shadow starts.
 
 **When an ack is sent** depends on what the peer does (issue 24). A frame with nothing complete
 behind it in the buffer (a paced peer, waiting on each ack; the last frame of a burst's read) has
@@ -37,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
+from collections.abc import Callable
 from typing import Final
 
 import trio
@@ -158,6 +161,7 @@ async def serve_frames(
     telemetry: Telemetry,
     start_fire: StartFire,
     stopping: trio.Event,
+    others_connected: Callable[[], bool] = lambda: False,
 ) -> str:
     """Handle frames until EOF or shutdown; return why the loop ended.
 
@@ -175,6 +179,8 @@ async def serve_frames(
         telemetry: where ``wake_recv`` rows go (without waiting).
         start_fire: starts the fire of an acked wake as its own task; never blocks.
         stopping: set once shutdown has begun.
+        others_connected: whether other connections are open: held shadow wakes are then
+            started in turns with them (``executor.wire.handoff``).
 
     Raises:
         PeerGone: the peer vanished while an ack was being written.
@@ -191,7 +197,7 @@ async def serve_frames(
     handoff = FireHandoff(start_fire)
     try:
         return await _serve_batches(
-            connection, batch, handoff, counters, stats, telemetry, stopping
+            connection, batch, handoff, counters, stats, telemetry, stopping, others_connected
         )
     finally:
         handoff.flush()  # whatever ended the loop, no held shadow wake is lost
@@ -205,7 +211,11 @@ async def _serve_batches(
     stats: dict[str, int],
     telemetry: Telemetry,
     stopping: trio.Event,
+    others_connected: Callable[[], bool],
 ) -> str:
+    def more_frames_waiting() -> bool:
+        return frame_waiting(connection)
+
     while True:
         connection.waited = False
         connection.frame_deadline = None
@@ -232,8 +242,18 @@ async def _serve_batches(
         if oversized:
             _declared_length(connection, counters)  # counts it and logs it, after the span
             return "oversized frame"
-        handoff.start_shadows(more_frames_waiting=lambda: frame_waiting(connection))
-        await _checkpoint_unless_waited(connection)
+        if handoff.start_shadows(
+            more_frames_waiting=more_frames_waiting, others_connected=others_connected
+        ):
+            # The other connections' turn (a real wake may be waiting there), then the rest.
+            while True:
+                await trio.lowlevel.checkpoint()
+                if not handoff.start_shadows(
+                    more_frames_waiting=more_frames_waiting, others_connected=others_connected
+                ):
+                    break
+        else:
+            await _checkpoint_unless_waited(connection)
 
 
 def _declared_length(connection: Connection, counters: FrameCounters) -> int | None:

@@ -15,7 +15,12 @@ in this order:
    arrives while they start waits for about that long and one shadow fire, not for all of them (a
    held burst of 100 took ~6 ms to start: a real wake written meanwhile waited that long;
    docs/RESULTS.md 2026-12-02). Past ``MAX_DEFERRED_SHADOWS`` held, the oldest are started
-   without asking; when the connection's loop ends (whatever ended it), all of them.
+   without asking; when the connection's loop ends (whatever ended it), all of them. While
+   **other connections** are open, the same check, once ``SHADOW_CHECK_NS`` of starting has
+   passed, also hands the loop to them: the connection returns to the scheduler (one
+   checkpoint) and then goes on starting, so a real wake that arrives on another connection waits
+   for about one check interval and one shadow fire, not for every shadow this connection holds
+   (its own socket is the only one the check can look at).
 
 So during a burst of shadow wakes the connection keeps pace with its peer at the price of a
 decode and an ack per frame, and a real wake in the burst waits only for the frames ahead of it
@@ -95,28 +100,45 @@ class FireHandoff:
             if decoded.dry_run:
                 deferred.append((decoded, stamp_ns, done_ns))
 
-    def start_shadows(self, *, more_frames_waiting: Callable[[], bool]) -> None:
-        """Start the held shadow wakes in frame order, one at a time, until a frame is waiting.
+    def start_shadows(
+        self,
+        *,
+        more_frames_waiting: Callable[[], bool],
+        others_connected: Callable[[], bool] = lambda: False,
+    ) -> bool:
+        """Start the held shadow wakes in frame order, one at a time, until a frame is waiting or
+        it is the other connections' turn; True when it stopped for them.
 
         ``more_frames_waiting`` is asked before the first start and again before the first start
         that comes ``check_ns`` or more after the last asking (only while fewer than
-        ``MAX_DEFERRED_SHADOWS`` are held): True leaves the rest held for after the next batch.
-        Returns with none held only when it was never told a frame was waiting.
+        ``MAX_DEFERRED_SHADOWS`` are held): True leaves the rest held for after the next batch,
+        and returns False. ``others_connected`` is asked before the first start that comes
+        ``check_ns`` or more after the first start of this call, or after its last asking: True
+        leaves the rest held and returns True, for the caller to pass through the scheduler and
+        call again (each call starts one shadow at least, about ``check_ns`` worth). Returns
+        False with none held when neither stopped it.
         """
         deferred = self._deferred
         start_fire = self._start_fire
         clock = time.perf_counter_ns
         check_ns = self._check_ns
         ask_at = 0
+        share_at = 0  # set at the first start: each call starts one shadow at least
         while deferred:
-            if len(deferred) < MAX_DEFERRED_SHADOWS:
-                now = clock()
-                if now >= ask_at:
-                    if more_frames_waiting():
-                        return
-                    ask_at = now + check_ns
+            now = clock()
+            if len(deferred) < MAX_DEFERRED_SHADOWS and now >= ask_at:
+                if more_frames_waiting():
+                    return False
+                ask_at = now + check_ns
+            if not share_at:
+                share_at = now + check_ns
+            elif now >= share_at:
+                if others_connected():
+                    return True
+                share_at = now + check_ns
             decoded, stamp_ns, done_ns = deferred.popleft()
             start_fire(wake_message_of(decoded), stamp_ns, done_ns)
+        return False
 
     def flush(self) -> None:
         """Start every held shadow wake now, in frame order (the connection's loop is ending)."""

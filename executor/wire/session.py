@@ -73,6 +73,7 @@ async def serve_connection(
             telemetry=telemetry,
             start_fire=start_fire,
             stopping=stopping,
+            others_connected=lambda: len(connections) > 1,
         )
     except PeerGone:
         reason = "peer gone"

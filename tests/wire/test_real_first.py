@@ -8,7 +8,9 @@ nothing here is timed.
 
 from __future__ import annotations
 
+import functools
 import socket
+import time
 from typing import cast
 
 import trio
@@ -17,11 +19,11 @@ from executor.fire.path import FireOutcome
 from executor.recording.rows import LatencyRow, OrderRowKind
 from executor.telemetry import Telemetry
 from executor.wire.connection import Connection, FrameCounters, serve_frames
-from executor.wire.handoff import MAX_DEFERRED_SHADOWS, Acked, FireHandoff
+from executor.wire.handoff import MAX_DEFERRED_SHADOWS, SHADOW_CHECK_NS, Acked, FireHandoff
 from executor.wire.protocol import WakeMessage, decode_wake, encode_frame
 from tests.support.inprocess import make_wake
 from tests.support.order_fakes import StartingPlacer, order_harness
-from tests.wire.test_batch_acks import Events, Scripted, ack_ids
+from tests.wire.test_batch_acks import Events, RecordingTelemetry, Scripted, ack_ids
 from tests.wire.test_batch_acks import ScriptedSocket as ScriptedSocketBase
 
 
@@ -217,3 +219,76 @@ def test_held_shadows_look_for_a_frame_again_only_after_the_check_interval() -> 
 
     handoff.start_shadows(more_frames_waiting=frame_after_the_first_look)
     assert asked == [0] and fired == ["s0", "s1", "s2", "s3", "s4"]
+
+
+def test_held_shadows_give_way_to_other_connections_between_starts() -> None:
+    """With other connections open, a call stops once the check interval has passed since its
+    first start (after one start with ``check_ns=0``), leaving the rest held in order, and says
+    so; alone, it starts them all. A frame of its own still comes first."""
+    fired: list[str] = []
+    handoff = FireHandoff(
+        lambda message, *stamps: fired.append(message.correlation_id), check_ns=0
+    )
+    handoff.hold_shadows([_acked(make_wake(f"s{i}", dry_run=True)) for i in range(4)])
+    never = lambda: False  # noqa: E731
+    assert handoff.start_shadows(more_frames_waiting=never, others_connected=lambda: True)
+    assert fired == ["s0"] and handoff.deferred == 3
+    assert handoff.start_shadows(more_frames_waiting=never, others_connected=lambda: True)
+    assert fired == ["s0", "s1"]
+    assert not handoff.start_shadows(more_frames_waiting=lambda: True, others_connected=never)
+    assert fired == ["s0", "s1"] and handoff.deferred == 2
+    assert not handoff.start_shadows(more_frames_waiting=never, others_connected=never)
+    assert fired == ["s0", "s1", "s2", "s3"] and handoff.deferred == 0
+
+
+def _busy_for(nanoseconds: int) -> None:
+    until = time.perf_counter_ns() + nanoseconds
+    while time.perf_counter_ns() < until:
+        pass
+
+
+async def test_a_real_wake_on_another_connection_waits_for_one_shadow_not_all() -> None:
+    """Two connections: while the first starts ten held shadow fires, each slower than the check
+    interval, a real wake written to the second (during the first start) is fired after at most
+    two of them: the first connection hands the loop over between starts."""
+    fired: list[str] = []
+    all_fired = trio.Event()
+    pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(2)]
+    (shadow_side, shadow_peer), (real_side, real_peer) = pairs
+
+    def start_fire(message: WakeMessage, *stamps: int) -> None:
+        fired.append(message.correlation_id)
+        if message.correlation_id == "s0":
+            real_peer.sendall(encode_frame(make_wake("real")))
+        if message.dry_run:
+            _busy_for(2 * SHADOW_CHECK_NS)
+        if len(fired) == 11:
+            all_fired.set()
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for sock in (shadow_side, real_side):
+                sock.setblocking(False)
+                serve = functools.partial(
+                    serve_frames,
+                    Connection(sock),
+                    counters=FrameCounters(),
+                    stats={"frames": 0, "accepted": 0, "rejected": 0},
+                    telemetry=cast(Telemetry, RecordingTelemetry()),
+                    start_fire=start_fire,
+                    stopping=trio.Event(),
+                    others_connected=lambda: True,
+                )
+                nursery.start_soon(serve)
+            shadow_peer.sendall(
+                b"".join(encode_frame(make_wake(f"s{i}", dry_run=True)) for i in range(10))
+            )
+            with trio.fail_after(10):
+                await all_fired.wait()
+            shadow_peer.close()
+            real_peer.close()  # end of stream: both loops return
+    finally:
+        for sock in (shadow_side, real_side, shadow_peer, real_peer):
+            sock.close()
+    assert sorted(fired) == sorted(["real", *(f"s{i}" for i in range(10))])
+    assert fired.index("real") <= 2, fired
