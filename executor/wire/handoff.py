@@ -20,7 +20,8 @@ in this order:
    passed, also hands the loop to them: the connection returns to the scheduler (one
    checkpoint) and then goes on starting, so a real wake that arrives on another connection waits
    for about one check interval and one shadow fire, not for every shadow this connection holds
-   (its own socket is the only one the check can look at).
+   (its own socket is the only one the check can look at). The starts past the bound take no
+   turns: at most a batch of them, like the batch itself.
 
 So during a burst of shadow wakes the connection keeps pace with its peer at the price of a
 decode and an ack per frame, and a real wake in the burst waits only for the frames ahead of it
@@ -112,10 +113,13 @@ class FireHandoff:
         ``more_frames_waiting`` is asked before the first start and again before the first start
         that comes ``check_ns`` or more after the last asking (only while fewer than
         ``MAX_DEFERRED_SHADOWS`` are held): True leaves the rest held for after the next batch,
-        and returns False. ``others_connected`` is asked before the first start that comes
-        ``check_ns`` or more after the first start of this call, or after its last asking: True
-        leaves the rest held and returns True, for the caller to pass through the scheduler and
-        call again (each call starts one shadow at least, about ``check_ns`` worth). Returns
+        and returns False. ``others_connected`` is asked, under the same bound, before the first
+        start that comes ``check_ns`` or more after the first start below it in this call, or
+        after its last asking: True leaves the rest held and returns True, for the caller to pass
+        through the scheduler and call again (each call starts one shadow at least, about
+        ``check_ns`` worth). The starts that bring the held shadows back under the bound take no
+        turns: there are at most a batch of them, the delay a batch already puts on the other
+        connections, and an overloaded server would pay a scheduler pass for each turn. Returns
         False with none held when neither stopped it.
         """
         deferred = self._deferred
@@ -125,17 +129,18 @@ class FireHandoff:
         ask_at = 0
         share_at = 0  # set at the first start: each call starts one shadow at least
         while deferred:
-            now = clock()
-            if len(deferred) < MAX_DEFERRED_SHADOWS and now >= ask_at:
-                if more_frames_waiting():
-                    return False
-                ask_at = now + check_ns
-            if not share_at:
-                share_at = now + check_ns
-            elif now >= share_at:
-                if others_connected():
-                    return True
-                share_at = now + check_ns
+            if len(deferred) < MAX_DEFERRED_SHADOWS:
+                now = clock()
+                if now >= ask_at:
+                    if more_frames_waiting():
+                        return False
+                    ask_at = now + check_ns
+                if not share_at:
+                    share_at = now + check_ns
+                elif now >= share_at:
+                    if others_connected():
+                        return True
+                    share_at = now + check_ns
             decoded, stamp_ns, done_ns = deferred.popleft()
             start_fire(wake_message_of(decoded), stamp_ns, done_ns)
         return False

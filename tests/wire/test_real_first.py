@@ -241,6 +241,23 @@ def test_held_shadows_give_way_to_other_connections_between_starts() -> None:
     assert fired == ["s0", "s1", "s2", "s3"] and handoff.deferred == 0
 
 
+def test_starts_past_the_bound_take_no_turns() -> None:
+    """Held past MAX_DEFERRED_SHADOWS, the oldest are started to make room without handing the
+    loop to the other connections (at most a batch of them: the bound a batch already sets)."""
+    fired: list[str] = []
+    handoff = FireHandoff(
+        lambda message, *stamps: fired.append(message.correlation_id), check_ns=0
+    )
+    count = MAX_DEFERRED_SHADOWS + 2
+    handoff.hold_shadows([_acked(make_wake(f"s{i}", dry_run=True)) for i in range(count)])
+    stopped_for_others = handoff.start_shadows(
+        more_frames_waiting=lambda: True, others_connected=lambda: True
+    )
+    assert not stopped_for_others  # it stopped for its own waiting frame, once under the bound
+    assert fired == ["s0", "s1", "s2"] and handoff.deferred == MAX_DEFERRED_SHADOWS - 1
+    handoff.flush()
+
+
 def _busy_for(nanoseconds: int) -> None:
     until = time.perf_counter_ns() + nanoseconds
     while time.perf_counter_ns() < until:
