@@ -204,7 +204,7 @@ def _patch_no_shadow_hold() -> None:
         self: FireHandoff,
         *,
         more_frames_waiting: Callable[[], bool],
-        others_connected: Callable[[], bool] = lambda: False,
+        others_waiting: Callable[[], bool] = lambda: False,
     ) -> bool:
         self.flush()
         return False
@@ -219,7 +219,7 @@ def _patch_flush_all() -> None:
         self: FireHandoff,
         *,
         more_frames_waiting: Callable[[], bool],
-        others_connected: Callable[[], bool] = lambda: False,
+        others_waiting: Callable[[], bool] = lambda: False,
     ) -> bool:
         if self.deferred and (self.deferred >= MAX_DEFERRED_SHADOWS or not more_frames_waiting()):
             self.flush()
@@ -235,7 +235,7 @@ def _patch_shadows_ignore_others() -> None:
         self: FireHandoff,
         *,
         more_frames_waiting: Callable[[], bool],
-        others_connected: Callable[[], bool] = lambda: False,
+        others_waiting: Callable[[], bool] = lambda: False,
     ) -> bool:
         return original(self, more_frames_waiting=more_frames_waiting)
 

@@ -8,7 +8,7 @@ shadow fires are started once no further whole frame is waiting (``executor.wire
 order, and why); then the loop takes one Trio checkpoint (cancellation, fairness), skipped when
 the batch's reads already waited in the scheduler. A frame cut at the buffer's end ends the
 batch: the acks before it are already out. A pipelining connection yields once per batch, and
-while other connections are open it also yields between held shadow fires, once per
+while another connection has work it also yields between held shadow fires, once per
 ``SHADOW_CHECK_NS`` of starting them: it delays the others by at most one batch's work, or about
 one check interval of shadow starts.
 
@@ -161,7 +161,7 @@ async def serve_frames(
     telemetry: Telemetry,
     start_fire: StartFire,
     stopping: trio.Event,
-    others_connected: Callable[[], bool] = lambda: False,
+    others_waiting: Callable[[], bool] = lambda: False,
 ) -> str:
     """Handle frames until EOF or shutdown; return why the loop ended.
 
@@ -179,8 +179,8 @@ async def serve_frames(
         telemetry: where ``wake_recv`` rows go (without waiting).
         start_fire: starts the fire of an acked wake as its own task; never blocks.
         stopping: set once shutdown has begun.
-        others_connected: whether other connections are open: held shadow wakes are then
-            started in turns with them (``executor.wire.handoff``).
+        others_waiting: whether another connection may have work for the loop: held shadow
+            wakes are then started in turns with it (``executor.wire.handoff``).
 
     Raises:
         PeerGone: the peer vanished while an ack was being written.
@@ -197,7 +197,7 @@ async def serve_frames(
     handoff = FireHandoff(start_fire)
     try:
         return await _serve_batches(
-            connection, batch, handoff, counters, stats, telemetry, stopping, others_connected
+            connection, batch, handoff, counters, stats, telemetry, stopping, others_waiting
         )
     finally:
         handoff.flush()  # whatever ended the loop, no held shadow wake is lost
@@ -211,7 +211,7 @@ async def _serve_batches(
     stats: dict[str, int],
     telemetry: Telemetry,
     stopping: trio.Event,
-    others_connected: Callable[[], bool],
+    others_waiting: Callable[[], bool],
 ) -> str:
     def more_frames_waiting() -> bool:
         return frame_waiting(connection)
@@ -243,13 +243,13 @@ async def _serve_batches(
             _declared_length(connection, counters)  # counts it and logs it, after the span
             return "oversized frame"
         if handoff.start_shadows(
-            more_frames_waiting=more_frames_waiting, others_connected=others_connected
+            more_frames_waiting=more_frames_waiting, others_waiting=others_waiting
         ):
             # The other connections' turn (a real wake may be waiting there), then the rest.
             while True:
                 await trio.lowlevel.checkpoint()
                 if not handoff.start_shadows(
-                    more_frames_waiting=more_frames_waiting, others_connected=others_connected
+                    more_frames_waiting=more_frames_waiting, others_waiting=others_waiting
                 ):
                     break
         else:

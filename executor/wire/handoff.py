@@ -16,12 +16,12 @@ in this order:
    held burst of 100 took ~6 ms to start: a real wake written meanwhile waited that long;
    docs/RESULTS.md 2026-12-02). Past ``MAX_DEFERRED_SHADOWS`` held, the oldest are started
    without asking; when the connection's loop ends (whatever ended it), all of them. While
-   **other connections** are open, the same check, once ``SHADOW_CHECK_NS`` of starting has
-   passed, also hands the loop to them: the connection returns to the scheduler (one
-   checkpoint) and then goes on starting, so a real wake that arrives on another connection waits
-   for about one check interval and one shadow fire, not for every shadow this connection holds
-   (its own socket is the only one the check can look at). The starts past the bound take no
-   turns: at most a batch of them, like the batch itself.
+   **another connection** may have work (its task is ready to run, or its socket holds bytes:
+   ``another_connection_waiting``), the same check, once ``SHADOW_CHECK_NS`` of starting has
+   passed, also hands the loop over: the connection returns to the scheduler (one checkpoint)
+   and then goes on starting, so a real wake that arrives on another connection waits for about
+   one check interval and one shadow fire, not for every shadow this connection holds. The
+   starts past the bound take no turns: at most a batch of them, like the batch itself.
 
 So during a burst of shadow wakes the connection keeps pace with its peer at the price of a
 decode and an ack per frame, and a real wake in the burst waits only for the frames ahead of it
@@ -37,7 +37,7 @@ from __future__ import annotations
 import collections
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final, Protocol
 
 from executor.wire.protocol import (
@@ -105,7 +105,7 @@ class FireHandoff:
         self,
         *,
         more_frames_waiting: Callable[[], bool],
-        others_connected: Callable[[], bool] = lambda: False,
+        others_waiting: Callable[[], bool] = lambda: False,
     ) -> bool:
         """Start the held shadow wakes in frame order, one at a time, until a frame is waiting or
         it is the other connections' turn; True when it stopped for them.
@@ -113,7 +113,7 @@ class FireHandoff:
         ``more_frames_waiting`` is asked before the first start and again before the first start
         that comes ``check_ns`` or more after the last asking (only while fewer than
         ``MAX_DEFERRED_SHADOWS`` are held): True leaves the rest held for after the next batch,
-        and returns False. ``others_connected`` is asked, under the same bound, before the first
+        and returns False. ``others_waiting`` is asked, under the same bound, before the first
         start that comes ``check_ns`` or more after the first start below it in this call, or
         after its last asking: True leaves the rest held and returns True, for the caller to pass
         through the scheduler and call again (each call starts one shadow at least, about
@@ -138,7 +138,7 @@ class FireHandoff:
                 if not share_at:
                     share_at = now + check_ns
                 elif now >= share_at:
-                    if others_connected():
+                    if others_waiting():
                         return True
                     share_at = now + check_ns
             decoded, stamp_ns, done_ns = deferred.popleft()
@@ -161,6 +161,35 @@ class ReadBuffer(Protocol):
     view: memoryview
     start: int
     end: int
+
+
+class Peer(Protocol):
+    """What :func:`another_connection_waiting` reads of a connection
+    (``executor.wire.connection.Connection``): its socket, and whether its task is waiting for
+    the first bytes of a frame."""
+
+    sock: socket.socket
+    idle: bool
+
+
+def another_connection_waiting(connections: Iterable[Peer], this: Peer) -> bool:
+    """Whether a connection other than ``this`` may have work for the loop: one whose task is not
+    waiting for a frame's first bytes (mid-frame, or ready to run), or one whose task is and whose
+    socket holds bytes (or an end of stream) already: one ``recv`` with ``MSG_PEEK`` each, which
+    reads nothing. Cheaper than the scheduler pass it saves when all the others are quiet."""
+    for other in connections:
+        if other is this:
+            continue
+        if not other.idle:
+            return True
+        try:
+            other.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            continue
+        except OSError:
+            return True  # its own task reads the error
+        return True
+    return False
 
 
 def frame_waiting(connection: ReadBuffer) -> bool:
@@ -193,9 +222,12 @@ def _frame_buffered(connection: ReadBuffer) -> bool:
 
 __all__ = [
     "MAX_DEFERRED_SHADOWS",
+    "SHADOW_CHECK_NS",
     "Acked",
     "FireHandoff",
+    "Peer",
     "ReadBuffer",
     "StartFire",
+    "another_connection_waiting",
     "frame_waiting",
 ]

@@ -26,7 +26,7 @@ from executor.wire.connection import (
     PeerGone,
     serve_frames,
 )
-from executor.wire.handoff import StartFire
+from executor.wire.handoff import StartFire, another_connection_waiting
 
 log = structlog.get_logger()
 
@@ -73,7 +73,7 @@ async def serve_connection(
             telemetry=telemetry,
             start_fire=start_fire,
             stopping=stopping,
-            others_connected=lambda: len(connections) > 1,
+            others_waiting=lambda: another_connection_waiting(connections, connection),
         )
     except PeerGone:
         reason = "peer gone"

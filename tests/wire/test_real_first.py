@@ -19,7 +19,13 @@ from executor.fire.path import FireOutcome
 from executor.recording.rows import LatencyRow, OrderRowKind
 from executor.telemetry import Telemetry
 from executor.wire.connection import Connection, FrameCounters, serve_frames
-from executor.wire.handoff import MAX_DEFERRED_SHADOWS, SHADOW_CHECK_NS, Acked, FireHandoff
+from executor.wire.handoff import (
+    MAX_DEFERRED_SHADOWS,
+    SHADOW_CHECK_NS,
+    Acked,
+    FireHandoff,
+    another_connection_waiting,
+)
 from executor.wire.protocol import WakeMessage, decode_wake, encode_frame
 from tests.support.inprocess import make_wake
 from tests.support.order_fakes import StartingPlacer, order_harness
@@ -231,13 +237,13 @@ def test_held_shadows_give_way_to_other_connections_between_starts() -> None:
     )
     handoff.hold_shadows([_acked(make_wake(f"s{i}", dry_run=True)) for i in range(4)])
     never = lambda: False  # noqa: E731
-    assert handoff.start_shadows(more_frames_waiting=never, others_connected=lambda: True)
+    assert handoff.start_shadows(more_frames_waiting=never, others_waiting=lambda: True)
     assert fired == ["s0"] and handoff.deferred == 3
-    assert handoff.start_shadows(more_frames_waiting=never, others_connected=lambda: True)
+    assert handoff.start_shadows(more_frames_waiting=never, others_waiting=lambda: True)
     assert fired == ["s0", "s1"]
-    assert not handoff.start_shadows(more_frames_waiting=lambda: True, others_connected=never)
+    assert not handoff.start_shadows(more_frames_waiting=lambda: True, others_waiting=never)
     assert fired == ["s0", "s1"] and handoff.deferred == 2
-    assert not handoff.start_shadows(more_frames_waiting=never, others_connected=never)
+    assert not handoff.start_shadows(more_frames_waiting=never, others_waiting=never)
     assert fired == ["s0", "s1", "s2", "s3"] and handoff.deferred == 0
 
 
@@ -251,7 +257,7 @@ def test_starts_past_the_bound_take_no_turns() -> None:
     count = MAX_DEFERRED_SHADOWS + 2
     handoff.hold_shadows([_acked(make_wake(f"s{i}", dry_run=True)) for i in range(count)])
     stopped_for_others = handoff.start_shadows(
-        more_frames_waiting=lambda: True, others_connected=lambda: True
+        more_frames_waiting=lambda: True, others_waiting=lambda: True
     )
     assert not stopped_for_others  # it stopped for its own waiting frame, once under the bound
     assert fired == ["s0", "s1", "s2"] and handoff.deferred == MAX_DEFERRED_SHADOWS - 1
@@ -282,19 +288,22 @@ async def test_a_real_wake_on_another_connection_waits_for_one_shadow_not_all() 
         if len(fired) == 11:
             all_fired.set()
 
+    connections = {Connection(shadow_side), Connection(real_side)}
     try:
         async with trio.open_nursery() as nursery:
-            for sock in (shadow_side, real_side):
-                sock.setblocking(False)
+            for connection in connections:
+                connection.sock.setblocking(False)
                 serve = functools.partial(
                     serve_frames,
-                    Connection(sock),
+                    connection,
                     counters=FrameCounters(),
                     stats={"frames": 0, "accepted": 0, "rejected": 0},
                     telemetry=cast(Telemetry, RecordingTelemetry()),
                     start_fire=start_fire,
                     stopping=trio.Event(),
-                    others_connected=lambda: True,
+                    others_waiting=functools.partial(
+                        another_connection_waiting, connections, connection
+                    ),
                 )
                 nursery.start_soon(serve)
             shadow_peer.sendall(
@@ -309,3 +318,29 @@ async def test_a_real_wake_on_another_connection_waits_for_one_shadow_not_all() 
             sock.close()
     assert sorted(fired) == sorted(["real", *(f"s{i}" for i in range(10))])
     assert fired.index("real") <= 2, fired
+
+
+class _Peer:
+    def __init__(self, sock: socket.socket, *, idle: bool) -> None:
+        self.sock = sock
+        self.idle = idle
+
+
+def test_another_connection_is_waiting_when_it_is_busy_or_has_bytes() -> None:
+    """Only the others count; one whose task is not waiting for a frame counts; an idle one
+    counts once its socket holds bytes, which the look leaves in place."""
+    pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(3)]
+    try:
+        this, quiet, other = (_Peer(ours, idle=True) for ours, _ in pairs)
+        pairs[0][1].sendall(b"this one's own bytes do not count")
+        assert not another_connection_waiting([this, quiet, other], this)
+        pairs[2][1].sendall(b"x")
+        assert another_connection_waiting([this, quiet, other], this)
+        assert other.sock.recv(16) == b"x"  # the look read nothing
+        assert not another_connection_waiting([this, quiet, other], this)
+        quiet.idle = False
+        assert another_connection_waiting([this, quiet, other], this)
+    finally:
+        for ours, theirs in pairs:
+            ours.close()
+            theirs.close()
