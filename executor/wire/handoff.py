@@ -55,7 +55,8 @@ MAX_DEFERRED_SHADOWS: Final = 256
 come, so a flood's measurements are late by at most this many fires. A guess."""
 
 SHADOW_CHECK_NS: Final = 50_000
-"""How long held shadows are started before the connection looks for a waiting frame again (ns).
+"""How long held shadows are started before the connection looks for a waiting frame again, and
+for another connection with work to hand the loop to (ns).
 A look is a ``recv`` system call when nothing is buffered; a shadow fire with an exchange takes
 about this long to start (one look each), one without an exchange (a no-network executor, the
 saturation benchmark) a few microseconds (one look per several). A guess."""
