@@ -381,6 +381,7 @@ def test_variants_refuse_an_unknown_name() -> None:
         "no-shadow-hold",
         "all-before-write",
         "flush-all",
+        "shadows-ignore-others",
         "eager-refill",
     }
     assert variants_main(["idle-lane+nonsense", "serve"]) == 2

@@ -355,10 +355,13 @@ async def test_on_the_fake_the_engine_clock_offset_is_zero_within_its_bound(
         " WHERE stage IN ('wire_engine', 'engine_ack') ORDER BY stage",
     )
     assert [row[0] for row in rows] == ["engine_ack", "wire_engine"]
-    (wire_ack,) = query(
+    ((sent_ack,), (sent_wire,)) = query(
         running.db_path,
-        "SELECT duration_ms FROM latency_events WHERE stage = 'dispatch_ack'",
-    )[0]
-    assert abs(rows[0][1] + rows[1][1] - wire_ack) < 1.0  # the round trip, split (wire ~ sent)
+        "SELECT duration_ms FROM latency_events WHERE stage IN ('dispatch_ack', 'dispatch_wire')"
+        " ORDER BY stage",
+    )
+    # The round trip from the wire stamp, split at the engine's clock: sent -> ack less sent ->
+    # wire (a loaded machine can hold the write for milliseconds: seen 16 ms in CI).
+    assert abs(rows[0][1] + rows[1][1] - (sent_ack - sent_wire)) < 1.0
     metadata = orjson.loads(rows[0][2])
     assert abs(metadata["engine_offset_ms"]) <= metadata["engine_offset_within_ms"]
