@@ -87,6 +87,63 @@ def queue_rows() -> None:
     telemetry.Telemetry.close = close
 
 
+def batch_64() -> None:
+    from executor.wire import batch
+
+    batch.MAX_BATCH_FRAMES = 64
+
+
+def checkpoint_every_4() -> None:
+    import trio
+
+    from executor.wire import connection
+
+    state = {"n": 0}
+
+    async def patched(conn):  # type: ignore[no-untyped-def]
+        if not conn.waited:
+            state["n"] += 1
+            if state["n"] % 4 == 0:
+                await trio.lowlevel.checkpoint()
+
+    connection._checkpoint_unless_waited = patched
+
+
+def direct_decide() -> None:
+    """A shadow wake without an exchange goes straight to the decision: no _start_fire, no
+    FirePath.start / fire_now layers (what the floor calls)."""
+    from executor import server
+    from executor.decide.decision import Decider
+
+    start_fire = server.ExecutorServer._start_fire
+    decider = Decider()
+
+    def patched(self, message, read_ns, acked_ns):  # type: ignore[no-untyped-def]
+        if message.dry_run:
+            decider.decide(message)
+            return
+        start_fire(self, message, read_ns, acked_ns)
+
+    server.ExecutorServer._start_fire = patched
+
+
+def hold_64() -> None:
+    from executor.wire import handoff
+
+    handoff.MAX_DEFERRED_SHADOWS = 64
+
+
+def gc_off() -> None:
+    import gc
+
+    gc.disable()
+
+
+variants.VARIANTS["hold-64"] = hold_64
+variants.VARIANTS["gc-off"] = gc_off
+variants.VARIANTS["direct-decide"] = direct_decide
+variants.VARIANTS["batch-64"] = batch_64
+variants.VARIANTS["checkpoint-every-4"] = checkpoint_every_4
 variants.VARIANTS["queue-rows"] = queue_rows
 variants.VARIANTS["no-shadow-fires"] = no_shadow_fires
 variants.VARIANTS["no-rows"] = no_rows
