@@ -139,6 +139,13 @@ def gc_off() -> None:
     gc.disable()
 
 
+def hold_8() -> None:
+    from executor.wire import handoff
+
+    handoff.MAX_DEFERRED_SHADOWS = 8
+
+
+variants.VARIANTS["hold-8"] = hold_8
 variants.VARIANTS["hold-64"] = hold_64
 variants.VARIANTS["gc-off"] = gc_off
 variants.VARIANTS["direct-decide"] = direct_decide
