@@ -216,6 +216,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=FirePlan.bursts,
         help="bursts of 200 shadow wakes with one real in the middle (10)",
     )
+    fire.add_argument(
+        "--fire-burst-real-apart",
+        action="store_true",
+        help="each burst's real wake on a second connection, written once the burst's shadows"
+        " are all acked (the first connection then starting the shadows it held)",
+    )
     return parser
 
 
@@ -303,7 +309,13 @@ def _run(
         fire_series: list[Series] = []
         fire_facts: list[FireRunFacts] = []
         if args.fire or args.fire_only:
-            plan = FirePlan(args.fire_warmup, args.fire_shadow, args.fire_real, args.fire_bursts)
+            plan = FirePlan(
+                args.fire_warmup,
+                args.fire_shadow,
+                args.fire_real,
+                args.fire_bursts,
+                burst_real_apart=args.fire_burst_real_apart,
+            )
             fire_series, fire_facts = run_fire_all(
                 executors, runs=args.runs, plan=plan, progress=_progress
             )

@@ -9,7 +9,9 @@ Phases, on one connection (docs/BENCHMARK.md, addendum 2026-11-30):
 - quiet: warm-up shadow and real wakes, then kept shadow and real wakes interleaved; each waits for
   its ack, then a pause long enough for its fire to be over (``SHADOW_GAP_S``, ``REAL_GAP_S``);
 - shadow burst: ``bursts`` times, ``burst_shadows`` shadow wakes written back to back with one real
-  wake in the middle, then every ack read, then ``BURST_GAP_S`` of quiet.
+  wake in the middle, then every ack read, then ``BURST_GAP_S`` of quiet. With
+  ``burst_real_apart`` the real wake goes on a second connection instead, written once every
+  shadow of the burst is acked (the first connection is then starting the shadows it held).
 
 The correlation id names the phase (``fire-<phase>-<index>``), which is how the harness tells the
 executor's rows apart. Pure planning (``FirePlan``, ``phase_of``) has no I/O and no heavy import.
@@ -61,6 +63,7 @@ class FirePlan:
     real: int = 100
     bursts: int = 10
     burst_shadows: int = 200
+    burst_real_apart: bool = False
 
     def expected(self) -> dict[str, int]:
         """Wakes sent per phase."""
@@ -81,6 +84,7 @@ class FirePlan:
             "--real", str(self.real),
             "--bursts", str(self.bursts),
             "--burst-shadows", str(self.burst_shadows),
+            *(["--burst-real-apart"] if self.burst_real_apart else []),
         ]  # fmt: skip
 
 
@@ -200,6 +204,32 @@ def _quiet(
         time.sleep(REAL_GAP_S if is_real else SHADOW_GAP_S)
 
 
+def _bursts_apart(
+    sock: socket.socket,
+    acks: _Acks,
+    apart: tuple[socket.socket, _Acks],
+    plan: FirePlan,
+    domain: str,
+    stamps: ClientStamps,
+) -> None:
+    """Each burst's shadows on ``sock``, all acked, then its real wake on the other connection."""
+    shadow_index = 0
+    for burst in range(plan.bursts):
+        sent: list[str] = []
+        for _ in range(plan.burst_shadows):
+            cid = fire_cid("burstshadow", shadow_index)
+            shadow_index += 1
+            _send_wake(sock, cid, dry_run=True, domain=domain, stamps=stamps)
+            sent.append(cid)
+        for cid in sent:
+            acks.expect(cid)
+        real_sock, real_acks = apart
+        cid = fire_cid("burstreal", burst)
+        _send_wake(real_sock, cid, dry_run=False, domain=domain, stamps=stamps)
+        real_acks.expect(cid)
+        time.sleep(BURST_GAP_S)
+
+
 def _bursts(
     sock: socket.socket, acks: _Acks, plan: FirePlan, domain: str, stamps: ClientStamps
 ) -> None:
@@ -224,11 +254,18 @@ def _bursts(
 def run_plan(socket_path: str, plan: FirePlan, domain: str) -> ClientStamps:
     """Send every phase of ``plan`` on one connection; every ack read and checked; the stamps."""
     stamps: ClientStamps = {}
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+    with (
+        socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock,
+        socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as second,
+    ):
         sock.connect(socket_path)
         acks = _Acks(sock)
         _quiet(sock, acks, plan, domain, stamps)
-        _bursts(sock, acks, plan, domain, stamps)
+        if plan.burst_real_apart:
+            second.connect(socket_path)
+            _bursts_apart(sock, acks, (second, _Acks(second)), plan, domain, stamps)
+        else:
+            _bursts(sock, acks, plan, domain, stamps)
     return stamps
 
 
@@ -242,6 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bursts", type=int, default=FirePlan.bursts)
     parser.add_argument("--burst-shadows", type=int, default=FirePlan.burst_shadows)
     parser.add_argument(
+        "--burst-real-apart",
+        action="store_true",
+        help="each burst's real wake on a second connection, once the burst is acked",
+    )
+    parser.add_argument(
         "--clock-domain",
         default=None,
         help="override the clock domain stamped on wakes (tests: a foreign clock)",
@@ -250,7 +292,14 @@ def main(argv: list[str] | None = None) -> int:
         "--stamps", default=None, help="write each wake's client stamps (CSV) to this file"
     )
     args = parser.parse_args(argv)
-    plan = FirePlan(args.warmup, args.shadow, args.real, args.bursts, args.burst_shadows)
+    plan = FirePlan(
+        args.warmup,
+        args.shadow,
+        args.real,
+        args.bursts,
+        args.burst_shadows,
+        burst_real_apart=args.burst_real_apart,
+    )
     domain = clock_domain() if args.clock_domain is None else args.clock_domain
     try:
         stamps = run_plan(args.socket, plan, domain)

@@ -7,8 +7,10 @@ import contextlib
 import csv
 import os
 import shutil
+import socket
 import sqlite3
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +27,7 @@ from bench.baselines.fire import (
 )
 from bench.baselines.rowwriter import RowWriter, open_database
 from bench.cli import main
-from bench.clients.fire import FirePlan, fire_cid, interleaved, phase_of
+from bench.clients.fire import FirePlan, fire_cid, interleaved, phase_of, run_plan
 from bench.clients.frames import wake_message
 from bench.fake_process import FakeExchangeInfo, FakeExchangeProcess
 from bench.processes import BenchError
@@ -62,7 +64,7 @@ from executor.fake.exchange import FakeCredentials, FakeExchange, serve_fake_exc
 from executor.recording.intent_journal import journal_path, read_journal, row_record_fields
 from executor.signer import KalshiSigner
 from executor.telemetry import Telemetry
-from executor.wire.protocol import WakeMessage
+from executor.wire.protocol import WakeMessage, decode_wake_message, encode_accepted_ack
 from tests.support.inprocess import make_wake
 from tests.support.order_fakes import StartingPlacer, order_harness
 from tests.support.rows import order_row, running_telemetry
@@ -362,6 +364,64 @@ def test_tiny_fire_run_reads_the_trio_executors_own_stage_rows(work_dir: Path) -
         of_fire = {r["span"]: float(r["duration_us"]) for r in samples if r["index"] == index}
         parts = sum(of_fire[span] for span in PATH_SPANS)
         assert parts == pytest.approx(of_fire["detect_wire"], abs=1.0)
+
+
+def test_a_burst_real_apart_run_completes_exactly(work_dir: Path) -> None:
+    """--fire-burst-real-apart: each burst's real wake goes on a second connection once the
+    burst is acked; the trio executor against the fake still completes every planned row."""
+    plan = FirePlan(warmup=0, shadow=0, real=0, bursts=1, burst_real_apart=True)
+    assert plan.argv()[-1] == "--burst-real-apart"
+    assert "--burst-real-apart" not in FirePlan().argv()
+    out = work_dir / "r"
+    argv = ["--fire-only", "--executors", "trio", "--runs", "1", "--fire-warmup", "1"]
+    argv += ["--fire-shadow", "1", "--fire-real", "1", "--fire-bursts", "1"]
+    argv += ["--fire-burst-real-apart", "--no-history"]
+    assert main([*argv, *UNPINNED, "--out", str(out)]) == 0
+    n = {(row["client"], row["span"]): int(row["n"]) for row in _rows(out / "summary.csv")}
+    assert n[("burst:real", "detect_wire")] == 1
+    assert n[("burst:real", "dispatch_ack")] == 1  # the order on the second connection answered
+    assert n[("burst:shadow", "order_build")] == 200
+
+
+def _record_and_ack(listener: socket.socket, seen: list[tuple[int, str]]) -> None:
+    """A stand-in executor: two connections, one after the other accepted; every frame's
+    (connection number, correlation id) kept and acked, until both ends close."""
+    peers = [listener.accept()[0] for _ in range(2)]
+    readers = [peer.makefile("rb") for peer in peers]
+
+    def serve(number: int) -> None:
+        while prefix := readers[number].read(4):
+            message = decode_wake_message(readers[number].read(int.from_bytes(prefix, "big")))
+            seen.append((number, message.correlation_id))
+            peers[number].sendall(encode_accepted_ack(message.correlation_id, 0))
+
+    threads = [threading.Thread(target=serve, args=(number,)) for number in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for reader, peer in zip(readers, peers, strict=True):
+        reader.close()
+        peer.close()
+
+
+def test_a_burst_real_apart_goes_on_the_second_connection_after_the_burst(
+    work_dir: Path,
+) -> None:
+    """With burst_real_apart the burst's shadows go on the first connection and its real wake,
+    written after their acks, on the second."""
+    path = str(work_dir / "x.sock")
+    seen: list[tuple[int, str]] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(path)
+        listener.listen(2)
+        server = threading.Thread(target=_record_and_ack, args=(listener, seen))
+        server.start()
+        plan = FirePlan(warmup=0, shadow=0, real=0, bursts=1, burst_shadows=3)
+        run_plan(path, replace(plan, burst_real_apart=True), clock_domain())
+        server.join(timeout=30)
+    shadows = [(0, fire_cid("burstshadow", i)) for i in range(3)]
+    assert seen == [*shadows, (1, fire_cid("burstreal", 0))]
 
 
 def test_variants_refuse_an_unknown_name() -> None:
