@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import socket
 import time
@@ -17,10 +16,10 @@ from executor.recording.metrics import parse_metrics_address
 from executor.wire.protocol import encode_frame
 from tests.support.inprocess import make_wake
 from tests.support.processes import (
-    Executor,
     Spawner,
     assert_one_line_failure,
     exit_counters,
+    metrics_port,
     open_client,
     receive_ack,
     wait_until_accepting,
@@ -41,14 +40,6 @@ def spawner(short_dir: Path) -> Iterator[Spawner]:
         yield spawner
     finally:
         spawner.kill_all()
-
-
-def metrics_port(executor: Executor) -> int:
-    """The port the executor logged for its metrics endpoint (JSON log lines)."""
-    for line in executor.stderr_lines():
-        if line.startswith("{") and '"metrics endpoint listening"' in line:
-            return int(json.loads(line)["port"])
-    raise AssertionError(f"no metrics line in:\n{executor.stderr()}")
 
 
 def scrape(port: int) -> dict[str, float]:

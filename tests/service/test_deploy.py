@@ -25,7 +25,7 @@ from executor.recording.metrics import STOP_TIMEOUT_S
 from executor.server import DEFAULT_GRACE_S
 from executor.wire.socket_access import parse_socket_mode
 from tests.support.inprocess import make_wake
-from tests.support.processes import Executor, Spawner, request_all
+from tests.support.processes import Spawner, metrics_port, request_all
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "deploy" / "systemd" / "trio-executor.service"
@@ -353,14 +353,6 @@ def orders_by_status(samples: list[Sample]) -> dict[str, int]:
         if name == "trio_executor_orders_total" and value:
             counts[labels["status"]] = int(value)
     return counts
-
-
-def metrics_port(executor: Executor) -> int:
-    """The port the executor logged for its metrics endpoint."""
-    for line in executor.stderr_lines():
-        if line.startswith("{") and '"metrics endpoint listening"' in line:
-            return int(json.loads(line)["port"])
-    raise AssertionError(f"no metrics line in:\n{executor.stderr()}")
 
 
 def test_every_metric_the_dashboard_uses_is_served(spawner: Spawner, short_dir: Path) -> None:

@@ -8,7 +8,6 @@ executor that has placed an order and measured a shadow fire.
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import time
@@ -19,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from executor.clock import clock_domain
 from tests.support.inprocess import make_wake
-from tests.support.processes import Executor, Spawner, exit_counters, request_all
+from tests.support.processes import Spawner, exit_counters, metrics_port, request_all
 
 ROOT = Path(__file__).resolve().parents[2]
 OPERATIONS = ROOT / "docs" / "OPERATIONS.md"
@@ -41,14 +40,6 @@ def documented_stages(text: str) -> set[str]:
     (row,) = [line for line in text.splitlines() if "`trio_executor_latency_seconds" in line]
     listed = row.split("|")[3].split("buckets")[0]  # what follows is how to query it
     return set(re.findall(r"`([a-z_]+)`", listed))
-
-
-def metrics_port(executor: Executor) -> int:
-    """The port the executor logged for its metrics endpoint (JSON log lines)."""
-    for line in executor.stderr_lines():
-        if line.startswith("{") and '"metrics endpoint listening"' in line:
-            return int(json.loads(line)["port"])
-    raise AssertionError(f"no metrics line in:\n{executor.stderr()}")
 
 
 def scrape(port: int) -> tuple[set[str], set[str]]:

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.test_deploy import metrics_port
 from tests.support import sandbox
 from tests.support.inprocess import make_wake
 from tests.support.processes import (
@@ -29,6 +28,7 @@ from tests.support.processes import (
     Spawner,
     executor_command,
     exit_counters,
+    metrics_port,
     request_all,
     wait_until_accepting,
 )

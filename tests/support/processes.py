@@ -7,6 +7,7 @@ fixture (conftest) kills whatever a test leaves running, so a failing test never
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import sqlite3
@@ -41,6 +42,9 @@ IO_TIMEOUT_S = 5.0
 POLL_INTERVAL_S = 0.02
 """Pause between readiness probes: short enough not to slow the suite, long enough not to spin."""
 
+LOG_LINE_TIMEOUT_S = 15.0
+"""Longest a log line may take to reach stderr: log lines are written off the event loop, so a
+socket can accept before the line announcing it lands (seen in CI under load)."""
 
 SERVER_KEYS = (
     "frames",
@@ -299,3 +303,16 @@ def assert_one_line_failure(run: subprocess.CompletedProcess[str], *needles: str
     assert "Traceback" not in run.stderr + run.stdout
     for needle in needles:
         assert needle in lines[0], lines[0]
+
+
+def metrics_port(executor: Executor) -> int:
+    """The port an executor logged for its metrics endpoint (JSON log lines), once the line is
+    out (within ``LOG_LINE_TIMEOUT_S``)."""
+    deadline = time.monotonic() + LOG_LINE_TIMEOUT_S
+    while True:
+        for line in executor.stderr_lines():
+            if line.startswith("{") and '"metrics endpoint listening"' in line:
+                return int(json.loads(line)["port"])
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no metrics line in:\n{executor.stderr()}")
+        time.sleep(POLL_INTERVAL_S)
