@@ -200,12 +200,7 @@ class _H11Reader:
 def _patch_no_shadow_hold() -> None:
     from executor.wire.handoff import FireHandoff
 
-    def start_shadows(
-        self: FireHandoff,
-        *,
-        more_frames_waiting: Callable[[], bool],
-        others_waiting: Callable[[], bool] = lambda: False,
-    ) -> bool:
+    def start_shadows(self: FireHandoff, **_: Callable[[], bool]) -> bool:
         self.flush()
         return False
 
@@ -216,32 +211,19 @@ def _patch_flush_all() -> None:
     from executor.wire.handoff import MAX_DEFERRED_SHADOWS, FireHandoff
 
     def start_shadows(
-        self: FireHandoff,
-        *,
-        more_frames_waiting: Callable[[], bool],
-        others_waiting: Callable[[], bool] = lambda: False,
+        self: FireHandoff, *, more_frames_waiting: Callable[[], bool], **_: Callable[[], bool]
     ) -> bool:
         if self.deferred and (self.deferred >= MAX_DEFERRED_SHADOWS or not more_frames_waiting()):
             self.flush()
         return False
 
+    FireHandoff.start_shadows = start_shadows  # type: ignore[method-assign]
+
 
 def _patch_shadows_ignore_others() -> None:
-    from executor.wire.handoff import FireHandoff
+    from executor.wire import session
 
-    original = FireHandoff.start_shadows
-
-    def start_shadows(
-        self: FireHandoff,
-        *,
-        more_frames_waiting: Callable[[], bool],
-        others_waiting: Callable[[], bool] = lambda: False,
-    ) -> bool:
-        return original(self, more_frames_waiting=more_frames_waiting)
-
-    FireHandoff.start_shadows = start_shadows  # type: ignore[method-assign]
-
-    FireHandoff.start_shadows = start_shadows  # type: ignore[method-assign]
+    session.another_connection_waiting = lambda connections, this: False  # type: ignore[attr-defined]
 
 
 def _patch_eager_refill() -> None:

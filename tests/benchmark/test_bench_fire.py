@@ -64,7 +64,15 @@ from executor.fake.exchange import FakeCredentials, FakeExchange, serve_fake_exc
 from executor.recording.intent_journal import journal_path, read_journal, row_record_fields
 from executor.signer import KalshiSigner
 from executor.telemetry import Telemetry
-from executor.wire.protocol import WakeMessage, decode_wake_message, encode_accepted_ack
+from executor.wire import session
+from executor.wire.handoff import FireHandoff
+from executor.wire.protocol import (
+    WakeMessage,
+    decode_wake,
+    decode_wake_message,
+    encode_accepted_ack,
+    encode_frame,
+)
 from tests.support.inprocess import make_wake
 from tests.support.order_fakes import StartingPlacer, order_harness
 from tests.support.rows import order_row, running_telemetry
@@ -422,6 +430,44 @@ def test_a_burst_real_apart_goes_on_the_second_connection_after_the_burst(
         server.join(timeout=30)
     shadows = [(0, fire_cid("burstshadow", i)) for i in range(3)]
     assert seen == [*shadows, (1, fire_cid("burstreal", 0))]
+
+
+def _holding(count: int, fired: list[str]) -> FireHandoff:
+    handoff = FireHandoff(lambda message, *stamps: fired.append(message.correlation_id), check_ns=0)
+    wakes = [make_wake(f"s{i}", dry_run=True) for i in range(count)]
+    handoff.hold_shadows([(decode_wake(encode_frame(wake)[4:]), 1, 0, 2) for wake in wakes])
+    return handoff
+
+
+def test_the_hand_off_variants_change_what_they_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each hand-off variant, applied in this process (the originals restored after), behaves as
+    its description says where the product differs: flush-all starts every held shadow once
+    caught up (the product takes turns), no-shadow-hold starts them while frames wait (the
+    product holds them), shadows-ignore-others never sees another connection waiting."""
+    monkeypatch.setattr(FireHandoff, "start_shadows", FireHandoff.start_shadows)
+    monkeypatch.setattr(session, "another_connection_waiting", session.another_connection_waiting)
+    fired: list[str] = []
+    VARIANTS["flush-all"]()
+    handoff = _holding(3, fired)
+    assert not handoff.start_shadows(more_frames_waiting=lambda: True)
+    assert fired == []
+    handoff.start_shadows(more_frames_waiting=lambda: False, others_waiting=lambda: True)
+    assert fired == ["s0", "s1", "s2"]
+    VARIANTS["no-shadow-hold"]()
+    fired.clear()
+    _holding(2, fired).start_shadows(more_frames_waiting=lambda: True)
+    assert fired == ["s0", "s1"]
+
+    class Busy:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        idle = False
+
+    try:
+        assert session.another_connection_waiting([Busy(), Busy()], Busy())
+        VARIANTS["shadows-ignore-others"]()
+        assert not session.another_connection_waiting([Busy(), Busy()], Busy())
+    finally:
+        Busy.sock.close()
 
 
 def test_variants_refuse_an_unknown_name() -> None:
