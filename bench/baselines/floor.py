@@ -54,7 +54,7 @@ from executor.wire.batch import (
     next_complete_frame,
     take_buffered_frames,
 )
-from executor.wire.connection import RECEIVE_BUFFER_BYTES
+from executor.wire.connection import Connection
 from executor.wire.protocol import (
     MAX_FRAME_BYTES,
     PREFIX_BYTES,
@@ -82,43 +82,6 @@ class FloorCounters:
     rows_written: int = 0
     dropped_ring_full: int = 0
     dropped_write_failed: int = 0
-
-
-class Peer:
-    """One connection: what ``take_buffered_frames`` touches (``batch.BufferedPeer``)."""
-
-    __slots__ = ("buffer", "end", "sock", "start", "stats", "view", "waited")
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.buffer = bytearray(RECEIVE_BUFFER_BYTES)
-        self.view = memoryview(self.buffer)
-        self.start = 0
-        self.end = 0
-        self.waited = False
-        self.stats = {"frames": 0, "accepted": 0, "rejected": 0}
-
-    def send_now(self, data: bytes | memoryview) -> int:
-        """One non-blocking ``send``; the bytes the kernel took (0 when it was full).
-
-        Raises:
-            PeerGone: the peer closed or reset the connection.
-        """
-        try:
-            return self.sock.send(data)
-        except BlockingIOError:
-            return 0
-        except PEER_GONE_ERRORS as error:
-            raise PeerGone(str(error)) from None
-
-    def make_room(self) -> None:
-        """Move the unconsumed bytes to the front when a maximal frame would not fit after them."""
-        if self.start == self.end:
-            self.start = self.end = 0
-        elif len(self.buffer) - self.start < PREFIX_BYTES + MAX_FRAME_BYTES:
-            pending = self.end - self.start
-            self.buffer[:pending] = self.buffer[self.start : self.end]
-            self.start, self.end = 0, pending
 
 
 class RowQueue:
@@ -194,25 +157,26 @@ class FloorServer:
                     if key.data is None:
                         self._accept(listener)
                     else:
-                        self._read(key.data)
+                        self._read(*key.data)
         finally:
             for key in list(self._selector.get_map().values()):
                 if key.data is not None:
-                    self._close(key.data)
+                    self._close(key.data[0])
             self._selector.close()
 
     def _accept(self, listener: socket.socket) -> None:
         with contextlib.suppress(BlockingIOError):
             sock, _ = listener.accept()
             sock.setblocking(False)
-            self._selector.register(sock, selectors.EVENT_READ, Peer(sock))
+            stats = {"frames": 0, "accepted": 0, "rejected": 0}
+            self._selector.register(sock, selectors.EVENT_READ, (Connection(sock), stats))
 
-    def _close(self, peer: Peer) -> None:
+    def _close(self, peer: Connection) -> None:
         self._selector.unregister(peer.sock)
         peer.sock.close()
 
-    def _read(self, peer: Peer) -> None:
-        peer.make_room()
+    def _read(self, peer: Connection, stats: dict[str, int]) -> None:
+        peer.make_room(PREFIX_BYTES + MAX_FRAME_BYTES)
         try:
             received = peer.sock.recv_into(peer.view[peer.end :])
         except BlockingIOError:
@@ -224,13 +188,13 @@ class FloorServer:
             return
         peer.end += received
         try:
-            keep = self._take_frames(peer)
+            keep = self._take_frames(peer, stats)
         except PeerGone:
             keep = False
         if not keep:
             self._close(peer)
 
-    def _take_frames(self, peer: Peer) -> bool:
+    def _take_frames(self, peer: Connection, stats: dict[str, int]) -> bool:
         """Every whole frame buffered, batch after batch; False when the connection must close."""
         batch = self._batch
         while True:
@@ -241,7 +205,7 @@ class FloorServer:
                     return False
                 return True
             try:
-                oversized = take_buffered_frames(peer, length, batch, self.frames, peer.stats)
+                oversized = take_buffered_frames(peer, length, batch, self.frames, stats)
                 if batch.held:
                     _send_rest(peer, batch)
             finally:
@@ -280,7 +244,7 @@ class FloorServer:
         batch.rejected.clear()
 
 
-def _oversized_prefix(peer: Peer) -> bool:
+def _oversized_prefix(peer: Connection) -> bool:
     if peer.end - peer.start < PREFIX_BYTES:
         return False
     try:
@@ -290,7 +254,7 @@ def _oversized_prefix(peer: Peer) -> bool:
     return False
 
 
-def _send_rest(peer: Peer, batch: Batch) -> None:
+def _send_rest(peer: Connection, batch: Batch) -> None:
     """The acks the kernel did not take whole: wait for writability (blocking) and send the rest;
     each span closes when its ack is whole in the kernel (as ``send_short_ack_rest``)."""
     while batch.held:

@@ -101,12 +101,7 @@ class Connection:
                 ``FRAME_READ_TIMEOUT_S`` of the first wait for it (a cancel scope on that slow
                 path only); with none of it here the wait is unbounded (a quiet peer).
         """
-        if self.start == self.end:
-            self.start = self.end = 0
-        elif len(self.buffer) - self.start < size:
-            pending = self.end - self.start
-            self.buffer[:pending] = self.buffer[self.start : self.end]
-            self.start, self.end = 0, pending
+        self.make_room(size)
         while self.end - self.start < size:
             try:
                 received = self.sock.recv_into(self.view[self.end :])
@@ -127,6 +122,16 @@ class Connection:
                 return False
             self.end += received
         return True
+
+    def make_room(self, size: int) -> None:
+        """Let the buffer take ``size`` unconsumed bytes from ``start``: back to the front when
+        nothing is unconsumed, the unconsumed bytes moved there when ``size`` would not fit."""
+        if self.start == self.end:
+            self.start = self.end = 0
+        elif len(self.buffer) - self.start < size:
+            pending = self.end - self.start
+            self.buffer[:pending] = self.buffer[self.start : self.end]
+            self.start, self.end = 0, pending
 
     def send_now(self, data: bytes | memoryview) -> int:
         """One non-blocking ``send`` of ``data``; the bytes the kernel took (0 when it was full).
