@@ -17,6 +17,7 @@ from executor import __version__, logs
 from executor.config import ConfigError, StartupError
 from executor.decide.killswitch import DEFAULT_TTL_S, KillSwitch, killswitch_main
 from executor.fire.path import DEFAULT_CONTRACT_COUNT, FirePath
+from executor.gc_settings import GC_MODES, YOUNG_THRESHOLD
 from executor.notify import ServiceNotifier
 from executor.placement import (
     Placement,
@@ -205,6 +206,14 @@ def build_parser() -> argparse.ArgumentParser:
         f"what is queued at once (default {BATCH_LINGER_S})",
     )
     serve.add_argument(
+        "--gc",
+        choices=GC_MODES,
+        default="tuned",
+        help="tuned: once started, freeze the start-up heap and collect young objects every "
+        f"{YOUNG_THRESHOLD} allocations instead of 700, so collections seldom pause the loop; "
+        "python: leave the garbage collector as the interpreter sets it (default tuned)",
+    )
+    serve.add_argument(
         "--cpu",
         type=_cpus,
         default=None,
@@ -315,6 +324,7 @@ def _serve(args: argparse.Namespace) -> int:
         metrics_address=args.metrics,
         notifier=notifier,
         socket_access=access,
+        gc_mode=args.gc,
     )
     server = ExecutorServer(config)
     # From here on SIGINT/SIGTERM never kill the process: before the signal task listens (and

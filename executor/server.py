@@ -29,6 +29,7 @@ import trio
 
 from executor.config import StartupError
 from executor.fire.path import FireOutcome, FirePath, FireRest
+from executor.gc_settings import GcMode, settle_heap
 from executor.notify import ServiceNotifier
 from executor.recording.counters import ServerStatistics
 from executor.recording.metrics import (
@@ -99,6 +100,10 @@ class ServerConfig:
     the socket is published, STOPPING=1 when shutdown begins. None notifies nobody."""
     socket_access: SocketAccess = field(default_factory=SocketAccess)
     """Who may connect (``--socket-mode``, ``--socket-group``); default owner-only, 0600."""
+    gc_mode: GcMode = "python"
+    """``tuned`` settles the heap (``executor.gc_settings``) once the service is built, before
+    the socket is reachable (``--gc``, whose default is ``tuned``); ``python`` leaves the
+    collector as the interpreter set it, as an embedding process may want."""
 
 
 class ExecutorServer:
@@ -267,6 +272,9 @@ class ExecutorServer:
             # before the socket is reachable, and closes only after every fire is done.
             async with self._open_fire_path(telemetry) as fire_path:
                 self._fire_path = fire_path
+                if self.config.gc_mode == "tuned":
+                    # Last before the socket: everything start-up built is frozen.
+                    settle_heap()
                 listener = publish_unix_socket(prepared)
                 self._published = True
                 # A group behind a folder it cannot pass is a poller that never connects.

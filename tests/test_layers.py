@@ -35,6 +35,7 @@ LAYERS: Final[Layers] = (
         "executor",
         "executor.clock",
         "executor.file_lock",
+        "executor.gc_settings",
         "executor.logs",
         "executor.notify",
         "executor.placement",

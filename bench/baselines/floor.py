@@ -15,7 +15,8 @@ checkpoints, the memory channel (``queue.SimpleQueue.put`` instead of ``send_now
 the channel's capacity by its size, dropping and counting past it), the consumer task and its
 ``to_thread`` hops. Everything runs on one thread in a ``selectors`` loop over non-blocking
 sockets, but for a writer thread that commits what is queued, at most ``BATCH_ROWS`` a
-transaction, through this executor's ``write_batch``.
+transaction, through this executor's ``write_batch``. The garbage collector is set as
+``executor serve`` sets it (``executor.gc_settings.settle_heap``) before the socket listens.
 
 Run: ``python -m bench.baselines.floor --socket S --telemetry-db D``. SIGTERM or SIGINT stops it:
 connections are closed, every queued row is written, and the counters are printed on stderr as
@@ -42,6 +43,7 @@ from types import FrameType
 from typing import Final
 
 from executor.decide.decision import Decider, Order
+from executor.gc_settings import settle_heap
 from executor.recording.database import TelemetryOpenError, close_database, open_database
 from executor.recording.rows import LatencyRow, wake_recv_row
 from executor.recording.sqlite_writer import write_batch
@@ -304,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     server = FloorServer(rows, counters)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, server.stop)
+    settle_heap()  # the collector as ``executor serve`` sets it (``--gc tuned``)
     listener = _listen(args.socket)
     try:
         server.serve(listener)

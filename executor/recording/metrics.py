@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Final
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, GCCollector, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -277,6 +277,9 @@ def start_metrics_endpoint(
     histograms = LatencyHistograms(registry)
     orders = OrderStatusCounter(registry)
     registry.register(ExecutorCollector(server_statistics, telemetry_statistics))
+    # The interpreter's collections per generation (``python_gc_*``): a collection pauses the
+    # event loop, and ``--gc`` (``executor.gc_settings``) is meant to keep them rare.
+    GCCollector(registry=registry)
     host, port = address
     try:
         httpd, thread = start_http_server(port, addr=host, registry=registry)
