@@ -4,9 +4,11 @@
 it in the buffer has its ack sent at once, in its own non-blocking ``send``; one with the next
 frame already complete behind it (a pipelining peer, which did not wait for this ack) holds its ack
 to join the next ones, at most ``ACK_JOIN_FRAMES``, sent together once the last of them is encoded.
-A real (non-dry-run) wake's ack is never held: it goes out with the acks joined before it, so the
-real fire starts as early as a frame sent alone. What each frame's ``wake_recv`` span holds in
-either case is in ``executor.wire.connection``'s docstring.
+A real (non-dry-run) wake's ack is never held: it goes out with the acks joined before it, and it
+ends its batch, so its fire starts as early as a frame sent alone: the frames buffered behind it
+wait for the next batch (before, up to 31 of them were decoded and acked first: docs/RESULTS.md,
+2026-12-04). What each frame's ``wake_recv`` span holds in either case is in
+``executor.wire.connection``'s docstring.
 
 Everything here is synchronous but ``send_short_ack_rest``, the one wait inside a batch.
 """
@@ -121,10 +123,11 @@ def take_buffered_frames(
     counters: FrameCounters,
     stats: dict[str, int],
 ) -> bool:
-    """Stamp, decode and ack each complete buffered frame, up to the batch size.
+    """Stamp, decode and ack each complete buffered frame, up to the batch size or a real wake.
 
     The first frame (body ``length`` bytes) is known to be complete. A frame with nothing complete
-    behind it, and a real wake, has its ack sent at once (with the acks held before it); a shadow
+    behind it, and a real wake, has its ack sent at once (with the acks held before it), and a
+    real wake's ack ends the batch (its fire is next: ``executor.wire.handoff``); a shadow
     or rejected frame with the next frame complete behind it holds its ack to join the next ones
     (up to ``ACK_JOIN_FRAMES``, never past the batch). Joined acks the kernel does not take whole
     are left in ``batch.short_ack`` and end the batch. Returns True when an oversized prefix ended
@@ -172,6 +175,9 @@ def take_buffered_frames(
             length = next_length
             continue  # the peer pipelines: this shadow's ack waits to join the next ones
         if not send_held_acks(connection, batch):
+            return False
+        if message is not None and not message.dry_run:
+            # A real wake ends its batch: its fire starts now, not after the frames behind it.
             return False
         if next_length < 0:
             # Oversized: counted and logged by the caller once the batch is acked, not in a span.

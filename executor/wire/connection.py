@@ -7,7 +7,8 @@ decided and written right there), then each acked frame's ``wake_recv`` row is r
 shadow fires are started once no further whole frame is waiting (``executor.wire.handoff``: the
 order, and why); then the loop takes one Trio checkpoint (cancellation, fairness), skipped when
 the batch's reads already waited in the scheduler. A frame cut at the buffer's end ends the
-batch: the acks before it are already out. A pipelining connection yields once per batch, and
+batch: the acks before it are already out. So does a real wake, once its ack is out: its fire
+starts before the frames behind it are decoded. A pipelining connection yields once per batch, and
 while another connection has work it also yields between held shadow fires, once per
 ``SHADOW_CHECK_NS`` of starting them: it delays the others by at most one batch's work, or about
 one check interval of shadow starts.

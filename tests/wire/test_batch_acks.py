@@ -1,4 +1,4 @@
-"""Each real frame of a batch gets its own ack ``send``, in frame order, with no pass between.
+"""Each real frame gets its own ack ``send``, in frame order, and its fire before the next frame.
 
 ``serve_frames`` is driven here over a scripted socket: its ``recv_into`` hands over bytes the test
 chose (so what one batch holds is decided by the test, not by timing), its ``send`` records every
@@ -120,15 +120,22 @@ class Scripted:
         self.telemetry = RecordingTelemetry()
         self.fired: list[str] = []
 
-    async def serve(self) -> str:
-        """Run ``serve_frames`` until it returns (EOF once the script's bytes are consumed)."""
+    async def serve(self, *, fires_in_events: bool = False) -> str:
+        """Run ``serve_frames`` until it returns (EOF once the script's bytes are consumed); with
+        ``fires_in_events`` each fire is also an ``("fire", id)`` event."""
+
+        def start_fire(message: WakeMessage, *_: int) -> None:
+            self.fired.append(message.correlation_id)
+            if fires_in_events:
+                self.events.append(("fire", message.correlation_id))
+
         try:
             return await serve_frames(
                 Connection(cast(socket.socket, self.sock)),
                 counters=self.counters,
                 stats={"frames": 0, "accepted": 0, "rejected": 0},
                 telemetry=cast(Telemetry, self.telemetry),
-                start_fire=lambda message, *_: self.fired.append(message.correlation_id),
+                start_fire=start_fire,
                 stopping=trio.Event(),
             )
         finally:
@@ -151,18 +158,19 @@ async def ticker(events: Events, task_status: trio.TaskStatus[None]) -> None:
         await trio.lowlevel.checkpoint()
 
 
-async def test_each_frame_ack_is_its_own_send_in_frame_order(nursery: trio.Nursery) -> None:
-    """Five buffered frames make five sends of exactly their own acks, in order, no pass between."""
+async def test_each_real_frame_is_acked_alone_and_fired_before_the_next_is_read() -> None:
+    """Five buffered real frames make five sends of exactly their own acks, in order, each
+    followed by its own fire before the next frame's send (a real wake ends its batch)."""
     run = Scripted([make_wake(f"order{i}") for i in range(5)], [])
-    await nursery.start(ticker, run.events)
-    assert await run.serve() == "eof"
+    assert await run.serve(fires_in_events=True) == "eof"
     acks = [decode_wake_ack(sent[4:]) for sent in run.sock.sent]
     assert [ack.correlation_id for ack in acks] == [f"order{i}" for i in range(5)]
     assert run.sock.sent == [
         encode_accepted_ack(ack.correlation_id, ack.received_at_ms) for ack in acks
     ]
-    first = run.events.index(("send", "order0"))
-    assert run.events[first : first + 5] == [("send", f"order{i}") for i in range(5)]
+    assert run.events == [
+        event for i in range(5) for event in (("send", f"order{i}"), ("fire", f"order{i}"))
+    ]
     assert run.recorded() == run.fired == [f"order{i}" for i in range(5)]
     assert (run.counters.frames, run.counters.accepted, run.counters.unacked) == (5, 5, 0)
 

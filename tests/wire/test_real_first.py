@@ -59,7 +59,9 @@ async def _serve_logging_fires(run: Scripted) -> None:
 
 
 async def test_a_batchs_real_wakes_are_fired_before_its_rows_and_shadow_fires() -> None:
-    """Acks go in frame order; then the real wakes' fires; then every row; then the shadows'."""
+    """Acks go in frame order. A real wake ends its batch: its fire comes right after its ack
+    (joined with the shadow acks before it), before the batch's rows and before the frames
+    behind it are decoded; the shadows' fires come last, once nothing more is ready."""
     wakes = [
         make_wake("s0", dry_run=True),
         make_wake("r1"),
@@ -69,14 +71,15 @@ async def test_a_batchs_real_wakes_are_fired_before_its_rows_and_shadow_fires() 
     run = Scripted(wakes, [])
     await _serve_logging_fires(run)
     # Pipelined shadow acks are joined with the next ack (executor.wire.batch): count the acks.
-    sends = [event for event in run.events if event[0] == "send"]
-    assert run.events[: len(sends)] == sends
     assert ack_ids(b"".join(run.sock.sent)) == ["s0", "r1", "s2", "r3"]
-    assert run.events[len(sends) :] == [
+    assert [ack_ids(sent) for sent in run.sock.sent] == [["s0", "r1"], ["s2", "r3"]]
+    assert [event if event[0] != "send" else ("send", "") for event in run.events] == [
+        ("send", ""),
         ("fire", "r1"),
-        ("fire", "r3"),
         ("row", "s0"),
         ("row", "r1"),
+        ("send", ""),
+        ("fire", "r3"),
         ("row", "s2"),
         ("row", "r3"),
         ("fire", "s0"),
