@@ -1,12 +1,12 @@
 """The garbage collector's settings for a serving executor.
 
 CPython's cycle collector runs a young collection every 700 net allocations of container
-objects; every tenth of those is a middle collection, and every tenth of those a full one (once
-enough has survived), which walks every object the process holds: ~55,000 once the service is
-built (modules, the order path, templates). A
-frame allocates a few containers (the decoded wake, its row, the fire's bookkeeping), so a flat
-out connection paid ~1,400 young collections and a dozen full ones in 3 s, each full one a
-10-20 ms pause of the event loop: measured, docs/RESULTS.md (2026-12-04, issue 24).
+objects (2,000 since Python 3.13); every tenth of those is a middle collection, and every tenth
+of those a full one (once enough has survived), which walks every object the process holds:
+~55,000 once the service is built (modules, the order path, templates). A frame allocates a few
+containers (the decoded wake, its row, the fire's bookkeeping), so on Python 3.11 a flat out
+connection paid ~1,400 young collections and a dozen full ones in 3 s, each full one a 10-20 ms
+pause of the event loop: measured, docs/RESULTS.md (2026-12-04, issue 24).
 
 :func:`settle_heap`, called once the service is built and before its socket is reachable,
 collects what start-up left behind, freezes the survivors (``gc.freeze``: later collections
@@ -25,7 +25,8 @@ GcMode = Literal["tuned", "python"]
 GC_MODES: tuple[GcMode, ...] = ("tuned", "python")
 
 YOUNG_THRESHOLD = 5_000
-"""Net container allocations between young collections (CPython's default is 700). Measured
+"""Net container allocations between young collections (CPython's default is 700, 2,000 since
+3.13). Measured
 (docs/RESULTS.md, 2026-12-04): with the heap frozen, 5,000 left 14-17 young collections, 2-4 ms
 in all, in 3 s of one connection flat out, where the interpreter's settings ran 1,100-1,400
 young and 9-11 full ones, 230-280 ms; 50,000 did no better than 5,000."""

@@ -18,6 +18,7 @@ counters, so two related counters may be one frame apart. The exit lines are exa
 from __future__ import annotations
 
 import dataclasses
+import gc
 import ipaddress
 import threading
 from collections.abc import Callable, Iterator
@@ -240,6 +241,25 @@ class ExecutorCollector(Collector):
                 )
 
 
+class GcSettingsCollector(Collector):
+    """The garbage collector's settings at scrape time (``executor serve --gc``): how many objects
+    start-up froze and the young generation's threshold, beside ``prometheus_client``'s counts of
+    collections."""
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield the frozen objects and the young threshold, read from ``gc`` now."""
+        yield GaugeMetricFamily(
+            f"{NAMESPACE}_gc_frozen_objects",
+            "objects frozen at start-up, which collections skip (0 with --gc python)",
+            value=gc.get_freeze_count(),
+        )
+        yield GaugeMetricFamily(
+            f"{NAMESPACE}_gc_young_threshold",
+            "allocations between young collections (the interpreter's own with --gc python)",
+            value=gc.get_threshold()[0],
+        )
+
+
 class MetricsEndpoint:
     """A running ``/metrics`` HTTP server in its own thread."""
 
@@ -280,6 +300,7 @@ def start_metrics_endpoint(
     # The interpreter's collections per generation (``python_gc_*``): a collection pauses the
     # event loop, and ``--gc`` (``executor.gc_settings``) is meant to keep them rare.
     GCCollector(registry=registry)
+    registry.register(GcSettingsCollector())
     host, port = address
     try:
         httpd, thread = start_http_server(port, addr=host, registry=registry)
@@ -300,6 +321,7 @@ def start_metrics_endpoint(
 __all__ = [
     "DEFAULT_HOST",
     "ExecutorCollector",
+    "GcSettingsCollector",
     "LatencyHistograms",
     "MetricsEndpoint",
     "MetricsSetupError",
