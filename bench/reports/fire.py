@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 
+from bench.placement import trio_reference
 from bench.reports.stats import percentile
 from bench.runner import Series
 from bench.scenarios.fire import KINDS, WIRE_ACK, FireRunFacts
@@ -30,19 +31,23 @@ def _trio_ratio_lines(
     percentiles: Sequence[float] = (0.5, 0.99),
     derived: bool = False,
 ) -> list[str]:
-    """Trio's median percentile of ``span`` over each other executor's, per kind."""
+    """Trio's median percentile of ``span`` over each other executor's in the same placement
+    (``trio@pinned`` for a pinned one: ``bench.placement.trio_reference``), per kind."""
     note = " (derived per fire: dispatch_ack - dispatch_wire)" if derived else ""
-    lines = [f"fire path: {span} median over the other executor's, trio / other{note}:"]
+    lines = [
+        f"fire path: {span} median over the other executor's, trio / other, same placement{note}:"
+    ]
     for kind in kinds:
-        reference = by_key.get(("trio", kind, span))
         for executor in executors:
+            trio = trio_reference(executor)
+            reference = by_key.get((trio, kind, span))
             mine = by_key.get((executor, kind, span))
-            if executor == "trio" or not mine or not reference:
+            if executor == trio or not mine or not reference:
                 continue
             for p in percentiles:
                 ratio = _median_percentile(reference, p) / _median_percentile(mine, p)
                 label = f"p{round(p * 100)}"
-                lines.append(f"  trio / {executor}  {kind:<12} {span} {label}: {ratio:.3f}x")
+                lines.append(f"  {trio} / {executor}  {kind:<12} {span} {label}: {ratio:.3f}x")
     return lines
 
 

@@ -31,6 +31,7 @@ from bench.clients.fire import FirePlan, fire_cid, interleaved, phase_of, run_pl
 from bench.clients.frames import wake_message
 from bench.fake_process import FakeExchangeInfo, FakeExchangeProcess
 from bench.processes import BenchError
+from bench.reports.fire import fire_lines
 from bench.reports.output import plot_styles
 from bench.runner import Series
 from bench.scenarios.fire import (
@@ -565,3 +566,26 @@ def test_a_pinned_run_places_the_fake_exchange_with_the_clients() -> None:
         assert threads and all(os.sched_getaffinity(int(tid)) == one for tid in threads)
         fake.place(frozenset())
         assert all(os.sched_getaffinity(int(tid)) == allowed for tid in threads)
+
+
+def test_fire_ratio_lines_divide_within_one_placement() -> None:
+    """Trio is compared with the other executors of its own placement only: ``trio@pinned`` is
+    the reference of a pinned executor, and trio is never divided by itself elsewhere."""
+
+    def series(executor: str, value: float) -> Series:
+        return Series(1, executor, "fire:real", "detect_wire", 0, (value,) * 10)
+
+    lines = fire_lines(
+        [
+            series("trio", 100.0),
+            series("uvloop", 400.0),
+            series("trio@pinned", 300.0),
+            series("uvloop@pinned", 600.0),
+        ],
+        [],
+    )
+    ratios = [line.strip() for line in lines if "detect_wire p50:" in line]
+    assert ratios == [
+        "trio / uvloop  fire:real    detect_wire p50: 0.250x",
+        "trio@pinned / uvloop@pinned  fire:real    detect_wire p50: 0.500x",
+    ]
