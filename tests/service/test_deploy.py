@@ -40,9 +40,10 @@ SAME_USER = "**A poller running as the same user**"
 SYSTEMD_SECTION = "## Run it under systemd"
 UNIT_TABLE = "| setting | value | why |"
 
-METRIC_NAME = re.compile(r"\btrio_executor_[a-z0-9_]+")
+METRIC_NAME = re.compile(r"\b(?:trio_executor|python_gc)_[a-z0-9_]+")
+"""A metric the executor serves: its own, or the interpreter's collections (``python_gc_*``)."""
 STAGE_SELECTOR = re.compile(r'stage(=~|=)"([^"]+)"')
-METRIC_SELECTOR = re.compile(r"\b(trio_executor_[a-z0-9_]+)(\{[^}]*\})?")
+METRIC_SELECTOR = re.compile(r"\b((?:trio_executor|python_gc)_[a-z0-9_]+)(\{[^}]*\})?")
 RANGE = re.compile(r"\[([^\]]*)\]")
 VARIABLE_MATCHERS = ('job=~"$job"', 'instance=~"$instance"')
 """What every selector carries, so that one dashboard shows any executor Prometheus scrapes."""
