@@ -210,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=GC_MODES,
         default="tuned",
         help="tuned: once started, freeze the start-up heap and collect young objects every "
-        f"{YOUNG_THRESHOLD} allocations instead of 700, so collections seldom pause the loop; "
+        f"{YOUNG_THRESHOLD} allocations instead of 700 (2000 since Python 3.13), so collections "
+        "seldom pause the loop; "
         "python: leave the garbage collector as the interpreter sets it (default tuned)",
     )
     serve.add_argument(

@@ -6,7 +6,8 @@ of those a full one (once enough has survived), which walks every object the pro
 ~55,000 once the service is built (modules, the order path, templates). A frame allocates a few
 containers (the decoded wake, its row, the fire's bookkeeping), so on Python 3.11 a flat out
 connection paid ~1,400 young collections and a dozen full ones in 3 s, each full one a 10-20 ms
-pause of the event loop: measured, docs/RESULTS.md (2026-12-04, issue 24).
+pause of the event loop: measured, docs/RESULTS.md (2026-12-04, issue 24). Python 3.13's
+collector ran no full collection in the same test, and there this makes no measured difference.
 
 :func:`settle_heap`, called once the service is built and before its socket is reachable,
 collects what start-up left behind, freezes the survivors (``gc.freeze``: later collections
