@@ -18,25 +18,24 @@ collection is rare and only walks what serving allocated since. Cycles are still
 from __future__ import annotations
 
 import gc
-from typing import Literal
+from typing import Final, Literal, get_args
 
 GcMode = Literal["tuned", "python"]
 """``tuned`` applies :func:`settle_heap`; ``python`` leaves the interpreter's settings alone."""
 
-GC_MODES: tuple[GcMode, ...] = ("tuned", "python")
+GC_MODES: Final[tuple[GcMode, ...]] = get_args(GcMode)
 
-YOUNG_THRESHOLD = 5_000
+YOUNG_THRESHOLD: Final = 5_000
 """Net container allocations between young collections (CPython's default is 700, 2,000 since
-3.13). Measured
-(docs/RESULTS.md, 2026-12-04): with the heap frozen, 5,000 left 14-17 young collections, 2-4 ms
-in all, in 3 s of one connection flat out, where the interpreter's settings ran 1,100-1,400
-young and 9-11 full ones, 230-280 ms; 50,000 did no better than 5,000."""
+3.13). Measured on 3.11 (docs/RESULTS.md, 2026-12-04): with the heap frozen, 5,000 left 14-17
+young collections, 2-4 ms in all, in 3 s of one connection flat out, where the interpreter's
+settings ran 1,100-1,400 young and 9-11 full ones, 230-280 ms; 50,000 did no better."""
 
 
-def settle_heap(young_threshold: int = YOUNG_THRESHOLD) -> None:
-    """Collect, freeze what survives, and collect young objects every ``young_threshold``
+def settle_heap() -> None:
+    """Collect, freeze what survives, and collect young objects every ``YOUNG_THRESHOLD``
     allocations; the older generations' thresholds stay as they are."""
     gc.collect()
     gc.freeze()
     _, middle, old = gc.get_threshold()
-    gc.set_threshold(young_threshold, middle, old)
+    gc.set_threshold(YOUNG_THRESHOLD, middle, old)

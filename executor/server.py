@@ -101,9 +101,7 @@ class ServerConfig:
     socket_access: SocketAccess = field(default_factory=SocketAccess)
     """Who may connect (``--socket-mode``, ``--socket-group``); default owner-only, 0600."""
     gc_mode: GcMode = "python"
-    """``tuned`` settles the heap (``executor.gc_settings``) once the service is built, before
-    the socket is reachable (``--gc``, whose default is ``tuned``); ``python`` leaves the
-    collector as the interpreter set it, as an embedding process may want."""
+    """``tuned`` settles the heap before the socket opens (``--gc``'s default); ``python`` not."""
 
 
 class ExecutorServer:
@@ -273,8 +271,7 @@ class ExecutorServer:
             async with self._open_fire_path(telemetry) as fire_path:
                 self._fire_path = fire_path
                 if self.config.gc_mode == "tuned":
-                    # Last before the socket: everything start-up built is frozen.
-                    settle_heap()
+                    settle_heap()  # last before the socket: all that start-up built is frozen
                 listener = publish_unix_socket(prepared)
                 self._published = True
                 # A group behind a folder it cannot pass is a poller that never connects.

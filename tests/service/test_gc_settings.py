@@ -15,17 +15,16 @@ import signal
 import socket
 import subprocess
 import sys
-import urllib.request
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trio
-from prometheus_client.parser import text_string_to_metric_families
 
 from executor.gc_settings import YOUNG_THRESHOLD, settle_heap
 from executor.wire.protocol import encode_frame
+from tests.recording.test_metrics import scrape
 from tests.support.inprocess import make_wake, start_server
 from tests.support.processes import Spawner, metrics_port, open_client, receive_ack
 
@@ -113,18 +112,6 @@ async def test_a_tuned_server_settles_the_heap_before_its_socket_is_reachable(
     assert gc.get_threshold()[0] == YOUNG_THRESHOLD
     assert gc.get_freeze_count() > frozen
     await running.shutdown()
-
-
-def scrape(port: int) -> dict[str, float]:
-    """Every unlabelled sample of the executor's metrics endpoint, by name."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
-        text = reply.read().decode()
-    return {
-        sample.name: sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if not sample.labels
-    }
 
 
 def served_gc_settings(spawner: Spawner, directory: Path, *extra: str) -> dict[str, float]:
