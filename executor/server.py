@@ -6,7 +6,7 @@ Task tree (every task lives inside ``ExecutorServer.run``'s root nursery)::
     |-- telemetry consumer          started first: the database is open before any row exists
     |-- signals                     SIGINT/SIGTERM -> shutdown; a second one cuts the grace short
     `-- service
-        |-- fires nursery           one task per accepted fire
+        |-- fires nursery           one task per accepted fire (and keep-warm's, when on)
         `-- connections nursery     one task per connection, fed by serve_listeners
 
 Each connection's life is ``executor.wire.session``; its frame loop (read, stamp, decode, ack,
@@ -28,6 +28,7 @@ import structlog
 import trio
 
 from executor.config import StartupError
+from executor.fire.keep_warm import KeepWarm
 from executor.fire.path import FireOutcome, FirePath, FireRest
 from executor.gc_settings import GcMode, settle_heap
 from executor.notify import ServiceNotifier
@@ -102,6 +103,8 @@ class ServerConfig:
     """Who may connect (``--socket-mode``, ``--socket-group``); default owner-only, 0600."""
     gc_mode: GcMode = "python"
     """``tuned`` settles the heap before the socket opens (``--gc``'s default); ``python`` not."""
+    keep_warm_s: float = 0.0
+    """``--keep-warm``: rehearse the last real wake after this long without one; 0 never."""
 
 
 class ExecutorServer:
@@ -110,6 +113,7 @@ class ExecutorServer:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self._fire_path = config.fire_path
+        self.keep_warm = KeepWarm(config.keep_warm_s)
         self._counters = _Counters()
         self._telemetry: Telemetry | None = None
         self._stopping = trio.Event()
@@ -298,6 +302,7 @@ class ExecutorServer:
     ) -> None:
         async with trio.open_nursery() as fires:
             self._fires_nursery = fires
+            fires.start_soon(self.keep_warm.run, lambda: self._fire_path, self._stopping)
             async with trio.open_nursery() as connections:
                 self._connections_nursery = connections
                 await connections.start(self._accept, listener)
@@ -352,6 +357,8 @@ class ExecutorServer:
             self._counters.fire_errors += 1
             log.exception("fire failed", correlation_id=message.correlation_id)
             return
+        finally:
+            self.keep_warm.note(message)  # after the order's write: nothing added before it
         if isinstance(started, FireOutcome):
             return
         fires = self._fires_nursery

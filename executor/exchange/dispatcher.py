@@ -129,6 +129,15 @@ class OrderDispatcher:
         client_order_id = self.ids.take() if real else self.ids.mint()
         return PreparedOrder(request, client_order_id, order_correlation_id(request.correlation_id))
 
+    def rehearse(self, request: FireRequest) -> None:
+        """Build what :meth:`begin` builds before the first byte (the intent record's fields,
+        the body) under a placeholder id, and throw it away: no id drawn, nothing recorded or
+        sent (``executor.fire.keep_warm``)."""
+        correlation_id = order_correlation_id(request.correlation_id)
+        prepared = PreparedOrder(request, REHEARSAL_ORDER_ID, correlation_id)
+        pending_record(prepared, self.policy, wall_ms())
+        order_body(self._spec(prepared))
+
     def build_shadow(self, request: FireRequest, stamps: FireStamps) -> bytes:
         """A shadow fire's body, built exactly like a real one's (stamped for ``order_build``)."""
         prepared = self.prepare(request)
@@ -322,6 +331,9 @@ class OrderDispatcher:
             await self.sink.record_order(row, timeout_s=RESOLUTION_TIMEOUT_S)
 
 
+REHEARSAL_ORDER_ID: Final = "rehearsal"
+"""The ``client_order_id`` a rehearsal's throwaway body carries (it is never sent)."""
+
 ANSWER_QUOTE_CHARS: Final = 200
 """How much of an answer without an order its error text quotes: enough to show what came."""
 
@@ -343,6 +355,7 @@ def _outcome_unknown(error: ExchangeError, stamps: OrderStamps) -> bool:
 __all__ = [
     "CANCELLED_AT_SHUTDOWN",
     "FILL_COLUMNS",
+    "REHEARSAL_ORDER_ID",
     "RESOLUTION_TIMEOUT_S",
     "DispatchResult",
     "OrderDispatcher",

@@ -230,6 +230,13 @@ class FirePath:
             return FireOutcome.FIRED  # the no-network dispatcher would return at once
         return self._fire_shadow(message, decision, orders)
 
+    def rehearse(self, message: WakeMessage) -> None:
+        """Decide ``message`` again and build its order's record and body, throwing all away
+        (``executor.fire.keep_warm``): no counter, row, id, file or byte is touched."""
+        decision = self._decider.decide(message)
+        if self.orders is not None and isinstance(decision, Order):
+            self.orders.dispatcher.rehearse(decision.request)
+
     def start(self, message: WakeMessage, arrival: Arrival | None = None) -> FireOutcome | FireRest:
         """Do everything of this fire that needs no waiting, now; the rest, if any, to await.
 
