@@ -14,10 +14,10 @@ one waits for it (tens of µs).
 What it cannot warm: the CPU's own wake-up, the intent record's ``os.write``, and the kernel's and
 OpenSSL's half of the order's ``send``. Measured with the executor alone on its CPU (the bench's
 pinned placement) it took a quiet real fire's ``detect_wire`` p50 down 10-26%; with the scheduler
-placing every process (unpinned) it made it 1.01-2.45x slower: awake every interval, the
-executor's CPU is where the kernel ran the local fake exchange its order woke, inside the
-executor's ``send``. So it is off by default, and meant for an executor pinned to a CPU of its own
-(``--cpu``) with nothing else that its order wakes there.
+placing every process (unpinned) it made it 1.01-2.45x slower (at worst, the executor's CPU, awake
+every interval, was where the kernel ran the local fake exchange its order woke, inside the
+executor's ``send``). So it is off by default, and meant for an executor pinned to a CPU of its
+own (``--cpu``) with nothing else that its order wakes there.
 
 A rehearsal that raises is logged once and stops the rehearsals (one that failed would fail
 again); it never touches a real fire.
