@@ -63,6 +63,7 @@ class KeepWarm:
         self.failed = False
         self._message: WakeMessage | None = None
         self._real_at = -math.inf
+        self._frame: tuple[WakeMessage, bytes] | None = None  # the last one rehearsed, encoded
 
     @property
     def enabled(self) -> bool:
@@ -99,7 +100,9 @@ class KeepWarm:
     def rehearse(self, fire_path: Rehearsable, message: WakeMessage) -> None:
         """One rehearsal of ``message``: its frame body decoded again, then ``fire_path``'s."""
         try:
-            again = wake_message_of(decode_wake(msgspec.json.encode(message)))
+            if self._frame is None or self._frame[0] is not message:
+                self._frame = (message, msgspec.json.encode(message))  # once per real wake
+            again = wake_message_of(decode_wake(self._frame[1]))
             fire_path.rehearse(again)
         except Exception:
             self.failed = True
