@@ -64,6 +64,7 @@ from executor.wire.protocol import (
     parse_frame_length,
     wake_message_of,
 )
+from executor.wire.unixsocket import PreparedSocket
 
 QUEUE_CAPACITY: Final = 8192
 """Rows queued for the writer before one is dropped (rows): the Trio executor's channel capacity."""
@@ -266,16 +267,9 @@ def _send_rest(peer: Connection, batch: Batch) -> None:
 
 
 def _listen(path: str) -> socket.socket:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old_umask = os.umask(0o077)
-    try:
-        listener.bind(path)
-    finally:
-        os.umask(old_umask)
-    listener.listen(128)
-    return listener
+    """Listen on ``path`` as ``executor serve`` does: the socket listens before its path exists,
+    so a client that sees the path can connect (``executor.wire.unixsocket.PreparedSocket``)."""
+    return PreparedSocket(Path(path)).publish_socket()
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:

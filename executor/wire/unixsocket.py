@@ -253,11 +253,15 @@ class PreparedSocket:
 
     def publish(self) -> trio.SocketListener:
         """Rename the socket to its final path (reachable from now on) and wrap it for Trio."""
+        return trio.SocketListener(trio.socket.from_stdlib_socket(self.publish_socket()))
+
+    def publish_socket(self) -> socket.socket:
+        """Rename the socket to its final path (reachable from now on) and hand it over as is."""
         assert self._sock is not None
         os.rename(_STAGING_NAME, self.socket_path, src_dir_fd=self._dir_fd)
         sock, self._sock = self._sock, None
         self._remove_private_dir()
-        return trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+        return sock
 
     def discard(self) -> None:
         """Close the socket and remove the private directory (publish never happened)."""

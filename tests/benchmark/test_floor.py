@@ -8,13 +8,16 @@ import re
 import signal
 import socket
 import sqlite3
+import stat
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.baselines.floor import FloorCounters, RowQueue
+import pytest
+
+from bench.baselines.floor import FloorCounters, RowQueue, _listen
 from executor.recording.database import open_database
 from executor.recording.rows import wake_recv_row
 from executor.wire.protocol import PREFIX_BYTES, decode_wake_ack, encode_frame
@@ -51,8 +54,12 @@ def _floor(directory: Path) -> Iterator[subprocess.Popen[bytes]]:
 
 def _connect(directory: Path) -> socket.socket:
     client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    client.settimeout(10)
-    client.connect(str(directory / "x.sock"))
+    try:
+        client.settimeout(10)
+        client.connect(str(directory / "x.sock"))
+    except BaseException:
+        client.close()
+        raise
     return client
 
 
@@ -131,3 +138,23 @@ def test_rows_past_the_queue_capacity_are_dropped_and_counted(tmp_path: Path) ->
     with contextlib.closing(sqlite3.connect(tmp_path / "t.db")) as db:
         stored = db.execute("SELECT correlation_id FROM latency_events ORDER BY id").fetchall()
     assert stored == [("row-0",), ("row-1",)]
+
+
+def test_the_socket_path_appears_only_once_it_listens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that sees the path can connect: when ``listen`` runs, nothing is at the path yet
+    (the harness waits for the path, and a bind-then-listen floor refused it once in CI)."""
+    socket_path = tmp_path / "x.sock"
+    seen_at_listen: list[bool] = []
+    real_listen = socket.socket.listen
+
+    def listen(self: socket.socket, backlog: int = 128) -> None:
+        seen_at_listen.append(socket_path.exists())
+        real_listen(self, backlog)
+
+    monkeypatch.setattr(socket.socket, "listen", listen)
+    listener = _listen(str(socket_path))
+    with listener, _connect(tmp_path):
+        assert seen_at_listen == [False]
+        assert stat.S_ISSOCK(socket_path.stat().st_mode)
