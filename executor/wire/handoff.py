@@ -163,6 +163,8 @@ class ReadBuffer(Protocol):
     start: int
     end: int
 
+    def make_room(self, size: int) -> None: ...
+
 
 class Peer(Protocol):
     """What :func:`another_connection_waiting` reads of a connection
@@ -199,8 +201,7 @@ def frame_waiting(connection: ReadBuffer) -> bool:
     for the connection's next read, which sees it again."""
     if _frame_buffered(connection):
         return True
-    if connection.start == connection.end:
-        connection.start = connection.end = 0
+    connection.make_room(0)  # nothing unconsumed: read into the buffer from its front
     try:
         received = connection.sock.recv_into(connection.view[connection.end :])
     except (BlockingIOError, BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
