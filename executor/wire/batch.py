@@ -7,10 +7,8 @@ to join the next ones, at most ``ACK_JOIN_FRAMES``, sent together once the last 
 A real (non-dry-run) wake's ack is never held: it goes out with the acks joined before it, and it
 ends its batch, so its fire starts as early as a frame sent alone: the frames buffered behind it
 wait for the next batch (before, up to 31 of them were decoded and acked first: docs/RESULTS.md,
-2026-12-04). A batch is at most ``MAX_BATCH_FRAMES`` long unless a real wake's bytes wait behind
-it: then it goes on to that wake (``Connection.real_wake_ahead``: a byte search, not a decode).
-What each frame's ``wake_recv`` span holds in either case is in ``executor.wire.connection``'s
-docstring.
+2026-12-04). What each frame's ``wake_recv`` span holds in either case is in
+``executor.wire.connection``'s docstring.
 
 Everything here is synchronous but ``send_short_ack_rest``, the one wait inside a batch.
 """
@@ -36,11 +34,10 @@ from executor.wire.protocol import (
 )
 
 MAX_BATCH_FRAMES: Final = 32
-"""Most buffered frames handled between two checkpoints (frames), unless a real wake waits behind
-them: the batch then goes on to it (at most a receive buffer's worth of frames, ~3 µs each to
-decode and ack). One scheduler pass and one batch of rows and fires per this many pipelined frames
-instead of per frame; at ~10 µs of work a frame, another connection waits at most a few hundred
-µs for its turn. A guess, measured in docs/RESULTS.md (2026-11-30)."""
+"""Most buffered frames handled between two checkpoints (frames). One scheduler pass and one batch
+of rows and fires per this many pipelined frames instead of per frame; at ~10 µs of work a frame,
+another connection waits at most a few hundred µs for its turn. A guess, measured in
+docs/RESULTS.md (2026-11-30)."""
 
 ACK_JOIN_FRAMES: Final = 8
 """Most acks of pipelined frames joined into one ``send`` (frames). Eight cuts the system calls of
@@ -82,8 +79,6 @@ class BufferedPeer(Protocol):
     waited: bool
 
     def send_now(self, data: bytes | memoryview) -> int: ...
-
-    def real_wake_ahead(self) -> bool: ...
 
 
 class Batch:
@@ -128,8 +123,7 @@ def take_buffered_frames(
     counters: FrameCounters,
     stats: dict[str, int],
 ) -> bool:
-    """Stamp, decode and ack each complete buffered frame, up to the batch size or a real wake
-    (past the batch size when a real wake's bytes wait behind it: ``real_wake_ahead``).
+    """Stamp, decode and ack each complete buffered frame, up to the batch size or a real wake.
 
     The first frame (body ``length`` bytes) is known to be complete. A frame with nothing complete
     behind it, and a real wake, has its ack sent at once (with the acks held before it), and a
@@ -147,9 +141,7 @@ def take_buffered_frames(
     view = connection.view
     held_acks = batch.held_acks
     held = batch.held
-    count = 0
-    while True:
-        count += 1
+    for count in range(1, MAX_BATCH_FRAMES + 1):
         # ---- timed span opens: stamp (the body's bytes are in the buffer) ----
         stamp_ns = perf_ns()
         received_at_ms = wall_ns() // 1_000_000
@@ -174,23 +166,24 @@ def take_buffered_frames(
         held.append((message, stamp_ns, received_at_ms, len(ack)))
         # The next frame joins the batch only if all of it is already here.
         next_length = next_complete_frame(connection)
-        real = message is not None and not message.dry_run
-        # Past the batch's size only on the way to a real wake (looked for once per frame there).
-        room = not real and (count < MAX_BATCH_FRAMES or connection.real_wake_ahead())
-        if next_length >= 0 and len(held_acks) < ACK_JOIN_FRAMES and room:
+        if (
+            next_length >= 0
+            and len(held_acks) < ACK_JOIN_FRAMES
+            and count < MAX_BATCH_FRAMES
+            and (message is None or message.dry_run)
+        ):
             length = next_length
             continue  # the peer pipelines: this shadow's ack waits to join the next ones
         if not send_held_acks(connection, batch):
             return False
-        if real:
+        if message is not None and not message.dry_run:
             # A real wake ends its batch: its fire starts now, not after the frames behind it.
             return False
         if next_length < 0:
             # Oversized: counted and logged by the caller once the batch is acked, not in a span.
             return next_length == _OVERSIZED
-        if not room:
-            return False
         length = next_length
+    return False
 
 
 def send_held_acks(connection: BufferedPeer, batch: Batch) -> bool:

@@ -8,14 +8,10 @@ shadow fires are started once no further whole frame is waiting (``executor.wire
 order, and why); then the loop takes one Trio checkpoint (cancellation, fairness), skipped when
 the batch's reads already waited in the scheduler. A frame cut at the buffer's end ends the
 batch: the acks before it are already out. So does a real wake, once its ack is out: its fire
-starts before the frames behind it are decoded. A batch that reaches ``MAX_BATCH_FRAMES`` with a
-real wake's bytes waiting behind it (in the buffer, or in the kernel:
-``Connection.real_wake_ahead``) goes on to that wake, so a real order in a burst waits for the
-decode and ack of the frames in front of it, not for their rows, their shadow fires and a
-scheduler pass per batch. A pipelining connection yields once per batch, and while another
-connection has work it also yields between held shadow fires, once per ``SHADOW_CHECK_NS`` of
-starting them: it delays the others by at most one batch's work, or about one check interval of
-shadow starts.
+starts before the frames behind it are decoded. A pipelining connection yields once per batch, and
+while another connection has work it also yields between held shadow fires, once per
+``SHADOW_CHECK_NS`` of starting them: it delays the others by at most one batch's work, or about
+one check interval of shadow starts.
 
 **When an ack is sent** depends on what the peer does (issue 24). A frame with nothing complete
 behind it in the buffer (a paced peer, waiting on each ack; the last frame of a burst's read) has
@@ -72,11 +68,6 @@ from executor.wire.protocol import (
 RECEIVE_BUFFER_BYTES: Final = 2 * (PREFIX_BYTES + MAX_FRAME_BYTES)
 """One connection's read buffer: room for a whole maximal frame wherever the last one ended."""
 
-REAL_WAKE_MARK: Final = b'"dry_run":false'
-"""The bytes a real wake's body holds as the poller writes it (compact JSON, PROTOCOL.md), which no
-shadow wake's can: looked for when a batch reaches ``MAX_BATCH_FRAMES``
-(:meth:`Connection.real_wake_ahead`), so the batch goes on to a real wake waiting behind it."""
-
 FRAME_READ_TIMEOUT_S: Final = 5.0
 """Longest a frame may take from its first byte to its last (seconds): a poller writes a wake in
 one send, so a frame incomplete for seconds is a stuck peer holding a connection task. Far beyond
@@ -102,8 +93,6 @@ class Connection:
         self.waited = False  # whether this frame's reads went through the scheduler
         self.idle = False  # waiting for the first bytes of a frame
         self.frame_deadline: float | None = None  # Trio time by which this frame must be whole
-        self.real_mark = -1  # where REAL_WAKE_MARK was last found; ahead of ``start``: not handled
-        self.scanned = 0  # the buffer before this offset was searched for REAL_WAKE_MARK
 
     async def receive_at_least(self, size: int) -> bool:
         """Make ``size`` unconsumed bytes available; False on EOF (clean or mid-frame).
@@ -140,45 +129,10 @@ class Connection:
         nothing is unconsumed, the unconsumed bytes moved there when ``size`` would not fit."""
         if self.start == self.end:
             self.start = self.end = 0
-            self.real_mark, self.scanned = -1, 0
         elif len(self.buffer) - self.start < size:
-            shift = self.start
-            pending = self.end - shift
-            self.buffer[:pending] = self.buffer[shift : self.end]
+            pending = self.end - self.start
+            self.buffer[:pending] = self.buffer[self.start : self.end]
             self.start, self.end = 0, pending
-            self.real_mark -= shift  # below 0 (behind ``start``) when it was handled already
-            self.scanned = max(0, self.scanned - shift)
-
-    def real_wake_ahead(self) -> bool:
-        """Whether a real wake's bytes may be waiting past ``start``, in the buffer or the kernel.
-
-        A cheap look, not a decode: the buffered bytes not looked at before are searched for
-        ``REAL_WAKE_MARK``; when they hold none, one non-blocking ``recv`` takes what the kernel
-        holds into the buffer's free room and that is searched too. A hit in a frame that turns
-        out not to be a real wake (another field holding the bytes) only makes a batch longer;
-        a real wake not written compactly is missed and waits its turn, as every frame did.
-        """
-        if self.real_mark >= self.start:
-            return True
-        if self._find_real_mark():
-            return True
-        if len(self.buffer) - self.end < len(self.buffer) // 2:
-            self.make_room(len(self.buffer))  # the unconsumed bytes to the front
-        try:
-            received = self.sock.recv_into(self.view[self.end :])
-        except (BlockingIOError, *PEER_GONE_ERRORS):
-            return False  # an error or an end of stream is the next read's to see again
-        self.end += received
-        return received > 0 and self._find_real_mark()
-
-    def _find_real_mark(self) -> bool:
-        found = self.buffer.find(REAL_WAKE_MARK, max(self.scanned, self.start), self.end)
-        if found < 0:
-            self.scanned = max(self.start, self.end - len(REAL_WAKE_MARK) + 1)
-            return False
-        self.real_mark = found
-        self.scanned = found + 1
-        return True
 
     def send_now(self, data: bytes | memoryview) -> int:
         """One non-blocking ``send`` of ``data``; the bytes the kernel took (0 when it was full).

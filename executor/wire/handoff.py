@@ -163,8 +163,6 @@ class ReadBuffer(Protocol):
     start: int
     end: int
 
-    def make_room(self, size: int) -> None: ...
-
 
 class Peer(Protocol):
     """What :func:`another_connection_waiting` reads of a connection
@@ -201,7 +199,8 @@ def frame_waiting(connection: ReadBuffer) -> bool:
     for the connection's next read, which sees it again."""
     if _frame_buffered(connection):
         return True
-    connection.make_room(0)  # nothing unconsumed: read into the buffer from its front
+    if connection.start == connection.end:
+        connection.start = connection.end = 0
     try:
         received = connection.sock.recv_into(connection.view[connection.end :])
     except (BlockingIOError, BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
