@@ -378,22 +378,12 @@ class ExecutorServer:
             log.exception("fire failed", correlation_id=correlation_id)
 
 
-def _sole_startup_error(group: BaseExceptionGroup[BaseException]) -> Exception | None:
-    """The start-up error a group carries when it carries nothing else."""
-    leaves: list[BaseException] = []
-
-    def collect(error: BaseException) -> None:
-        if isinstance(error, BaseExceptionGroup):
-            for inner in error.exceptions:
-                collect(inner)
-        else:
-            leaves.append(error)
-
-    collect(group)
+def _sole_startup_error(error: BaseException) -> Exception | None:
+    """The start-up error a group carries when it carries nothing else (groups are never empty)."""
+    if isinstance(error, BaseExceptionGroup):
+        return _sole_startup_error(error.exceptions[0]) if len(error.exceptions) == 1 else None
     startup_errors = (SocketSetupError, MetricsSetupError, TelemetryOpenError, StartupError)
-    if len(leaves) == 1 and isinstance(leaves[0], startup_errors):
-        return leaves[0]
-    return None
+    return error if isinstance(error, startup_errors) else None
 
 
 __all__ = [

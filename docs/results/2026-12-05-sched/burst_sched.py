@@ -103,6 +103,11 @@ def holder(current: list[tuple[int, str]], start: int, end: int) -> Counter[str]
     return held
 
 
+def named(shares: list[tuple[str, int]], roles: dict[str, str]) -> str:
+    """``name µs`` for each (pid, ns), the pid's role where it has one."""
+    return ", ".join(f"{roles.get(pid, 'pid ' + pid)} {ns / 1e3:.0f}" for pid, ns in shares)
+
+
 def split(
     states: list[tuple[int, str, int]],
     current: dict[int, list[tuple[int, str]]],
@@ -121,9 +126,7 @@ def split(
         spent[state] += high - low
         if state == "runnable":
             waited_behind.update(holder(current[queue], low, high))
-    behind = ", ".join(
-        f"{roles.get(pid, 'pid ' + pid)} {ns / 1e3:.0f}" for pid, ns in waited_behind.most_common(3)
-    )
+    behind = named(waited_behind.most_common(3), roles)
     return (
         f"running {spent['running'] / 1e3:5.0f}, runnable {spent['runnable'] / 1e3:5.0f},"
         f" asleep {spent['asleep'] / 1e3:5.0f} us; runnable behind: {behind or '-'}"
@@ -143,10 +146,7 @@ def main() -> None:
             print(f"  {roles[tid]:>9}: {split(states, current, gap_start, gap_end, roles)}")
         for cpu, held in sorted(timeline[watched[0]][1].items()):
             shares = holder(held, gap_start, gap_end).most_common(3)
-            named = ", ".join(
-                f"{roles.get(pid, 'pid ' + pid)} {ns / 1e3:.0f}" for pid, ns in shares
-            )
-            print(f"  {'cpu ' + str(cpu):>9}: {named}")
+            print(f"  {'cpu ' + str(cpu):>9}: {named(shares, roles)}")
 
 
 main()
