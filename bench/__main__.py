@@ -1,7 +1,7 @@
-"""``python -m bench``: see ``bench.cli``."""
+"""``python -m bench``: see ``bench.harness.cli``."""
 
 import sys
 
-from bench.cli import main
+from bench.harness.cli import main
 
 sys.exit(main())

@@ -14,23 +14,23 @@ import structlog
 import trio
 
 from executor import __version__, logs
-from executor.config import ConfigError, StartupError
+from executor.config.settings import Settings, add_exchange_arguments, load_settings
+from executor.config.variables import ConfigError, StartupError
 from executor.decide.killswitch import DEFAULT_TTL_S, KillSwitch, killswitch_main
 from executor.fire.path import DEFAULT_CONTRACT_COUNT, FirePath
-from executor.gc_settings import GC_MODES, YOUNG_THRESHOLD
-from executor.notify import ServiceNotifier
-from executor.placement import (
+from executor.recording.metrics import DEFAULT_HOST as METRICS_DEFAULT_HOST
+from executor.recording.metrics import MetricsSetupError, parse_metrics_address
+from executor.recording.schema import default_telemetry_db
+from executor.runtime.gc_settings import GC_MODES, YOUNG_THRESHOLD
+from executor.runtime.notify import ServiceNotifier
+from executor.runtime.placement import (
     Placement,
     PlacementError,
     allowed_cpus,
     apply_placement,
     parse_cpus,
 )
-from executor.recording.metrics import DEFAULT_HOST as METRICS_DEFAULT_HOST
-from executor.recording.metrics import MetricsSetupError, parse_metrics_address
-from executor.recording.schema import default_telemetry_db
 from executor.server import DEFAULT_GRACE_S, ExecutorServer, ServerConfig, SocketSetupError
-from executor.settings import Settings, add_exchange_arguments, load_settings
 from executor.telemetry import BATCH_LINGER_S, CHANNEL_CAPACITY, TelemetryOpenError
 from executor.wire.socket_access import (
     DEFAULT_SOCKET_MODE,
@@ -285,8 +285,8 @@ def _serve(args: argparse.Namespace) -> int:
         signer = None
         if settings.exchange.mode != "none":
             # Only an executor with an exchange pays for importing the order path (httpx & co.).
-            from executor.fire.assembly import order_path_factory
-            from executor.fire.exchange_side import load_signer
+            from executor.trading.assembly import order_path_factory
+            from executor.trading.exchange_side import load_signer
 
             if settings.exchange.mode == "real":
                 signer = load_signer(settings.exchange)
@@ -381,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``executor`` and ``python -m executor``."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["killswitch"]:
-        from executor.fire.kill_command import ExchangeKillCommand
+        from executor.trading.kill_command import ExchangeKillCommand
 
         return killswitch_main(argv[1:], ExchangeKillCommand())
     if argv[:1] == ["stats"]:

@@ -10,7 +10,7 @@ Task tree (every task lives inside ``ExecutorServer.run``'s root nursery)::
         `-- connections nursery     one task per connection, fed by serve_listeners
 
 Each connection's life is ``executor.wire.session``; its frame loop (read, stamp, decode, ack,
-record, fire) is ``executor.wire.connection``; the signals task is ``executor.signals``.
+record, fire) is ``executor.wire.connection``; the signals task is ``executor.runtime.signals``.
 """
 
 from __future__ import annotations
@@ -27,11 +27,9 @@ from typing import TYPE_CHECKING, Final
 import structlog
 import trio
 
-from executor.config import StartupError
+from executor.config.variables import StartupError
 from executor.fire.keep_warm import KeepWarm
 from executor.fire.path import FireOutcome, FirePath, FireRest
-from executor.gc_settings import GcMode, settle_heap
-from executor.notify import ServiceNotifier
 from executor.recording.counters import ServerStatistics
 from executor.recording.metrics import (
     STOP_TIMEOUT_S,
@@ -39,7 +37,9 @@ from executor.recording.metrics import (
     MetricsSetupError,
     start_metrics_endpoint,
 )
-from executor.signals import ShutdownSignals
+from executor.runtime.gc_settings import GcMode, settle_heap
+from executor.runtime.notify import ServiceNotifier
+from executor.runtime.signals import ShutdownSignals
 from executor.telemetry import (
     BATCH_LINGER_S,
     CHANNEL_CAPACITY,
@@ -63,7 +63,7 @@ from executor.wire.unixsocket import (
 )
 
 if TYPE_CHECKING:  # the order path's modules load only when an exchange is configured
-    from executor.fire.assembly import OrderPathFactory
+    from executor.trading.assembly import OrderPathFactory
 
 log = structlog.get_logger()
 
@@ -294,7 +294,7 @@ class ExecutorServer:
 
     def note_early_signal(self, signum: int) -> None:
         """Remember a SIGINT/SIGTERM that arrived before the signal task was listening (safe
-        from a plain ``signal.signal`` handler; ``executor.signals``)."""
+        from a plain ``signal.signal`` handler; ``executor.runtime.signals``)."""
         self._signals.note_early(signum)
 
     async def _serve(

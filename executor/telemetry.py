@@ -108,7 +108,7 @@ class Telemetry:
 
     def record_intent(self, fields: RecordFields) -> None:
         """Append a real order's pending row (its record's fields,
-        ``executor.exchange.order_rows.pending_record``) to the intent journal: one
+        ``executor.exchange.orders.rows.pending_record``) to the intent journal: one
         ``os.write``, before the order's first byte leaves (the one file-system call the order
         path makes between the decision and the send; measured in docs/RESULTS.md). Without a
         journal, nothing.

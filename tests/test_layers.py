@@ -31,25 +31,22 @@ under it, the root package only its own ``__init__``)."""
 
 LAYERS: Final[Layers] = (
     # the foundation
-    (
-        "executor",
-        "executor.clock",
-        "executor.file_lock",
-        "executor.gc_settings",
-        "executor.logs",
-        "executor.notify",
-        "executor.placement",
-        "executor.signals",
-        "executor.signer",
-    ),
+    ("executor", "executor.clock", "executor.logs", "executor.signer"),
+    ("executor.config",),
+    ("executor.runtime",),
     ("executor.recording",),
     ("executor.telemetry",),
     ("executor.wire",),
     ("executor.decide",),
-    ("executor.config", "executor.settings", "executor.book_settings"),
     ("executor.fake",),
+    # the exchange: its face, then its rooms
     ("executor.exchange",),
+    ("executor.exchange.follow",),
+    ("executor.exchange.orders",),
+    ("executor.exchange.stream",),
+    ("executor.exchange.book",),
     ("executor.fire",),
+    ("executor.trading",),
     ("executor.stats",),
     ("executor.server",),
     ("executor.cli", "executor.main", "executor.__main__"),
@@ -243,7 +240,7 @@ def test_the_walk_sees_every_kind_of_import_in_the_executor() -> None:
     graph = import_graph(PACKAGE_ROOT)
     assert "executor.telemetry" in graph["executor.wire.connection"]  # top level
     assert "executor.stats.command" in graph["executor.main"]  # inside main()
-    assert "executor.fire.assembly" in graph["executor.server"]  # under TYPE_CHECKING only
+    assert "executor.trading.assembly" in graph["executor.server"]  # under TYPE_CHECKING only
     assert "executor.logs" in graph["executor.recording.metrics"]  # from executor import logs
     assert len(graph) > 40  # the walk found the package, not an empty folder
 

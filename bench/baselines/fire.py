@@ -2,11 +2,11 @@
 
 Written the way the reference writes it, so the Trio executor's fire path has an honest opponent:
 after the ack the connection loop ``create_task``s the fire; the fire builds the order (the same
-``executor.exchange.transport.order_body`` bytes the Trio transport sends), takes a rate-limit
-token (real
-fires), timestamps, signs **on the event loop** with ``executor.signer.KalshiSigner``, builds the
-four headers and stamps ``sent``. A shadow fire (``dry_run``) stops there. A real fire ``POST``s
-through one pre-warmed keep-alive ``aiohttp.ClientSession`` and reads the whole response.
+``executor.exchange.orders.transport.order_body`` bytes the Trio transport sends), takes a
+rate-limit token (real fires), timestamps, signs **on the event loop** with
+``executor.signer.KalshiSigner``, builds the four headers and stamps ``sent``. A shadow fire
+(``dry_run``) stops there. A real fire ``POST``s through one pre-warmed keep-alive
+``aiohttp.ClientSession`` and reads the whole response.
 
 Deliberately absent (confounds the benchmark names): no risk gate, no sizing (the fixed contract
 count), no audit rows. aiohttp builds its request inside ``post()``, after the ``sent`` stamp.
@@ -42,8 +42,14 @@ import aiohttp
 
 from bench.baselines.rowwriter import RowWriter
 from executor.clock import clock_domain
-from executor.exchange.stages import FireStamps, path_us
-from executor.exchange.transport import BALANCE_PATH, ORDER_PATH, OrderSpec, OrderStamps, order_body
+from executor.exchange.orders.stages import FireStamps, path_us
+from executor.exchange.orders.transport import (
+    BALANCE_PATH,
+    ORDER_PATH,
+    OrderSpec,
+    OrderStamps,
+    order_body,
+)
 from executor.signer import HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP, KalshiSigner
 from executor.wire.protocol import WakeMessage
 

@@ -16,11 +16,11 @@ the channel's capacity by its size, dropping and counting past it), the consumer
 ``to_thread`` hops. Everything runs on one thread in a ``selectors`` loop over non-blocking
 sockets, but for a writer thread that commits what is queued, at most ``BATCH_ROWS`` a
 transaction, through this executor's ``write_batch``. The garbage collector is set as
-``executor serve`` sets it (``executor.gc_settings.settle_heap``) before the socket listens.
+``executor serve`` sets it (``executor.runtime.gc_settings.settle_heap``) before the socket listens.
 
 Run: ``python -m bench.baselines.floor --socket S --telemetry-db D``. SIGTERM or SIGINT stops it:
 connections are closed, every queued row is written, and the counters are printed on stderr as
-``key=value`` pairs (what ``bench.processes.parse_counters`` reads).
+``key=value`` pairs (what ``bench.harness.processes.parse_counters`` reads).
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ from types import FrameType
 from typing import Final
 
 from executor.decide.decision import Decider, Order
-from executor.gc_settings import settle_heap
 from executor.recording.database import TelemetryOpenError, close_database, open_database
 from executor.recording.rows import LatencyRow, wake_recv_row
 from executor.recording.sqlite_writer import write_batch
+from executor.runtime.gc_settings import settle_heap
 from executor.wire.batch import (
     PEER_GONE_ERRORS,
     Batch,

@@ -12,9 +12,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 
-from bench.placement import trio_reference
+from bench.harness.placement import trio_reference
+from bench.harness.runner import Series
 from bench.reports.stats import percentile
-from bench.runner import Series
 from bench.scenarios.fire import KINDS, WIRE_ACK, FireRunFacts
 
 
@@ -32,7 +32,7 @@ def _trio_ratio_lines(
     derived: bool = False,
 ) -> list[str]:
     """Trio's median percentile of ``span`` over each other executor's in the same placement
-    (``trio@pinned`` for a pinned one: ``bench.placement.trio_reference``), per kind."""
+    (``trio@pinned`` for a pinned one: ``bench.harness.placement.trio_reference``), per kind."""
     note = " (derived per fire: dispatch_ack - dispatch_wire)" if derived else ""
     lines = [
         f"fire path: {span} median over the other executor's, trio / other, same placement{note}:"

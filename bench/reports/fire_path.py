@@ -11,8 +11,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from bench.harness.runner import Series
 from bench.reports.stats import percentile
-from bench.runner import Series
 from bench.scenarios.fire_path import SEGMENT_PREFIX, SEGMENTS
 
 BREAKDOWN_KINDS = ("fire:real", "burst:real")

@@ -15,9 +15,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
-from bench.placement import trio_reference
+from bench.harness.placement import trio_reference
+from bench.harness.runner import Series
 from bench.reports.stats import percentile
-from bench.runner import Series
 
 PERCENTILES: Final = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 SUMMARY_HEADER: Final = (
@@ -228,7 +228,7 @@ def _short_name(executor: str) -> str:
     if not executor.startswith("cmd:"):
         return executor
     words = executor[len("cmd:") :].split()
-    if len(words) >= 4 and words[1:3] == ["-m", "bench.scenarios.variants"]:
+    if len(words) >= 4 and words[1:3] == ["-m", "bench.experiments.variants"]:
         return f"trio [{words[3]}]"
     if len(words) >= 3 and words[1:3] == ["-m", "executor"]:
         return "trio " + " ".join(words[4:]) if len(words) > 4 else "trio"

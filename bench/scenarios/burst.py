@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Final
 
 from bench.clients.reference_burst import REFERENCE_KINDS
-from bench.placement import trio_reference
-from bench.processes import ExecutorSpec
+from bench.harness.placement import trio_reference
+from bench.harness.processes import ExecutorSpec
+from bench.harness.runner import BURST_CLIENTS, Series
 from bench.reports.output import percentiles_of
-from bench.runner import BURST_CLIENTS, Series
 from bench.scenarios.throughput import ThroughputResult, run_rate
 
 BURST_HEADER: Final = (

@@ -1,13 +1,13 @@
 """Fire-path runs (``python -m bench --fire``): one fake exchange, every executor pointed at it.
 
-The harness starts one ``python -m executor.fake`` process per invocation (``bench.fake_process``)
-and hands every executor the reference's variables for it (real mode: the same code that would talk
-to Kalshi), with risk limits raised so the gate never refuses while its arithmetic still runs. A
-fire client (``bench.clients.fire``) sends the quiet and shadow-burst phases; the executor's own
-``latency_events`` stage rows are read back and become ``Series`` whose ``client`` is the kind
-(``fire:shadow``, ``fire:real``, ``burst:shadow``, ``burst:real``) and whose ``span`` is exactly
-the stage name; the comparisons printed from them are ``bench.reports.fire``'s.
-Method and spans: docs/BENCHMARK.md, addendum 2026-11-30.
+The harness starts one ``python -m executor.fake`` process per invocation
+(``bench.harness.fake_process``) and hands every executor the reference's variables for it (real
+mode: the same code that would talk to Kalshi), with risk limits raised so the gate never refuses
+while its arithmetic still runs. A fire client (``bench.clients.fire``) sends the quiet and
+shadow-burst phases; the executor's own ``latency_events`` stage rows are read back and become
+``Series`` whose ``client`` is the kind (``fire:shadow``, ``fire:real``, ``burst:shadow``,
+``burst:real``) and whose ``span`` is exactly the stage name; the comparisons printed from them are
+``bench.reports.fire``'s. Method and spans: docs/BENCHMARK.md, addendum 2026-11-30.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from bench.clients.fire import (
     phase_of,
     read_client_stamps,
 )
-from bench.fake_process import FakeExchangeInfo, FakeExchangeProcess
-from bench.processes import (
+from bench.harness.fake_process import FakeExchangeInfo, FakeExchangeProcess
+from bench.harness.processes import (
     COMPLETION_TIMEOUT_S,
     POLL_INTERVAL_S,
     BenchError,
@@ -43,7 +43,7 @@ from bench.processes import (
     parse_counters,
     pin_child,
 )
-from bench.runner import Series, rotated
+from bench.harness.runner import Series, rotated
 from bench.scenarios.fire_path import SEGMENT_PREFIX, SEGMENTS, segments_of
 
 READ_STAGES: Final = (

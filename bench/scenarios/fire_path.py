@@ -3,10 +3,10 @@
 Every stamp comes from one clock (``perf_counter_ns`` of this host) and is an offset from the
 wake's ``recv_ns``: the fire client's own (the frame's bytes made, ``sendall`` returned; written by
 ``python -m bench.clients.fire --stamps``) and the executor's (the ``path_us`` object of its
-``detect_wire`` row's metadata, ``executor.exchange.stages.PATH_STAMPS``; the asyncio baseline
-writes the same keys). A segment runs from one stamp to the next one the fire reached, so the
-segments of one fire add up to its ``detect_wire`` exactly; their means add up to its mean (their
-medians need not). The client's ``written`` stamp can fall after the executor's ``read``
+``detect_wire`` row's metadata, ``executor.exchange.orders.stages.PATH_STAMPS``; the asyncio
+baseline writes the same keys). A segment runs from one stamp to the next one the fire reached, so
+the segments of one fire add up to its ``detect_wire`` exactly; their means add up to its mean
+(their medians need not). The client's ``written`` stamp can fall after the executor's ``read``
 (``sendall`` returns after the kernel woke the reader): ``transit`` is then negative and
 ``client_write`` holds the overlap.
 

@@ -6,7 +6,7 @@ and handshaken, ``--warmup`` orders discarded and ``--orders`` kept, rounds inte
 variant order rotated. Both variants send the same template bytes and parse with h11; only the
 stream differs:
 
-- ``stdlib``: :class:`executor.exchange.order_connection.OrderConnection` (the product);
+- ``stdlib``: :class:`executor.exchange.orders.connection.OrderConnection` (the product);
 - ``trio``: the same exchange over ``trio.SSLStream`` (``send_all``, ``receive_some``).
 
 Per order: ``wire`` = before the write call -> the write returned (what the product stamps as
@@ -34,12 +34,12 @@ from urllib.parse import urlsplit
 import h11
 import trio
 
-from bench.fake_process import FakeExchangeProcess
+from bench.harness.fake_process import FakeExchangeProcess
 from bench.reports.stats import percentile
 from executor.clock import wall_ms
 from executor.exchange.messages import ORDER_PATH, OrderSpec, OrderStamps, order_body
-from executor.exchange.order_connection import READ_BYTES, OrderConnection
-from executor.exchange.order_template import OrderTemplate
+from executor.exchange.orders.connection import READ_BYTES, OrderConnection
+from executor.exchange.orders.template import OrderTemplate
 from executor.signer import KalshiSigner
 
 VARIANTS: Final = ("stdlib", "trio")

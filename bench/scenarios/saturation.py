@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
-from bench.processes import ExecutorSpec
+from bench.harness.processes import ExecutorSpec
 from bench.scenarios.throughput import ThroughputResult, run_rate
 
 PIPELINE_FRAMES: Final = 64

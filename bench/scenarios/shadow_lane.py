@@ -1,7 +1,7 @@
 """Does a burst of shadow fires delay a real one? ``python -m bench.scenarios.shadow_lane``.
 
 DISPATCH.md §1 asks that a real fire never wait behind shadow fires, and that the arrangement be
-shown with a measurement. This runs the executor's real order path (``executor.fire.assembly``)
+shown with a measurement. This runs the executor's real order path (``executor.trading.assembly``)
 against
 the in-process fake exchange over TLS and times each real fire's ``detect_fire`` span (from its
 wake's ``recv_ns`` to the request handed to the HTTP client) in three conditions, interleaved
@@ -29,15 +29,15 @@ import trio
 
 from bench.clients.frames import in_process_wake
 from bench.reports.stats import percentile
+from executor.config.settings import ExchangeSettings, Settings
+from executor.config.sizing import SizingConfig
 from executor.decide.order_request import FireRequest, OrderTemplate
 from executor.decide.risk import RiskLimits
-from executor.decide.sizing import SizingConfig
-from executor.exchange.shadow_lane import SHADOW_LANE_CAPACITY
-from executor.exchange.stages import FireStamps
+from executor.exchange.orders.shadow_lane import SHADOW_LANE_CAPACITY
+from executor.exchange.orders.stages import FireStamps
 from executor.fake.exchange import FakeCredentials, serve_fake_exchange
-from executor.fire.assembly import open_order_path
-from executor.settings import ExchangeSettings, Settings
 from executor.telemetry import serve_telemetry
+from executor.trading.assembly import open_order_path
 
 CONDITIONS = ("alone", "lane", "inline")
 """Nothing queued; a burst of shadow fires through the lane; the same burst signed in line."""

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
-from bench.processes import parse_counters
+from bench.harness.processes import parse_counters
 
 READY_TIMEOUT_S: Final = 20.0
 """How long a fresh executor may take to accept a connection (s); interpreter start dominates."""

@@ -6,10 +6,10 @@ client: trio-websocket, or wsproto on the order path's TLS code; measure and say
 server process (``bench.scenarios.stream_server``: TLS, the fake's certificate, the exchange's
 ``fill`` and ``user_order`` messages); in this process, per round and per variant:
 
-- ``trio-websocket``: :func:`executor.exchange.stream.open_stream`, the product as it runs (TCP,
-  ``trio.SSLStream``, trio-websocket's handshake, its reader task and message queue);
+- ``trio-websocket``: :func:`executor.exchange.stream.client.open_stream`, the product as it runs
+  (TCP, ``trio.SSLStream``, trio-websocket's handshake, its reader task and message queue);
 - ``wsproto``: :class:`WsprotoStdlibClient` below, wsproto driven by hand over a standard-library
-  TLS socket in non-blocking mode, as ``executor.exchange.order_connection`` uses TLS.
+  TLS socket in non-blocking mode, as ``executor.exchange.orders.connection`` uses TLS.
 
 Both send the same handshake headers (the signature a constant: signing is the same in both and
 is not what is compared) and parse each message with the product's ``parse_stream_message``.
@@ -59,9 +59,9 @@ from wsproto.events import (
 
 from bench.reports.stats import percentile
 from bench.scenarios.stream_server import stream_messages
-from executor.exchange.order_connection import open_tls_socket, receive_tls
-from executor.exchange.stream import StreamEndpoint, handshake_headers, open_stream
-from executor.exchange.stream_messages import STREAM_PATH, parse_stream_message
+from executor.exchange.orders.connection import open_tls_socket, receive_tls
+from executor.exchange.stream.client import StreamEndpoint, handshake_headers, open_stream
+from executor.exchange.stream.messages import STREAM_PATH, parse_stream_message
 from executor.fake.credentials import FakeCredentials
 
 VARIANTS: Final = ("trio-websocket", "wsproto")

@@ -4,8 +4,8 @@
 Experiment, not product (docs/RESULTS.md, 2026-12-02). Issue 22's test reads "a resting order
 filled on the fake reaches its row and the risk gate within 100 ms, with the account poll
 disabled"; the suite proves the path (``tests/service/test_stream_e2e.py``) and asserts no time.
-Here the executor's own order path (``executor.fire.assembly.open_order_path``: its stream on, the
-account poll held off for an hour after its first poll, telemetry committing to SQLite, the
+Here the executor's own order path (``executor.trading.assembly.open_order_path``: its stream on,
+the account poll held off for an hour after its first poll, telemetry committing to SQLite, the
 product's logging to a file) trades good_till_canceled orders against the in-process fake exchange
 over TLS. Per sample: one real wake whose order rests on the fake and is followed; a pause for
 quiet; then the fake fills it (``fill_resting``), after ``t0 = perf_counter_ns()``, and three
@@ -45,21 +45,21 @@ from unittest import mock
 import orjson
 import trio
 
-import executor.exchange.account as account_module
+import executor.exchange.follow.account as account_module
 import executor.recording.consumer as consumer_module
 from bench.clients.frames import in_process_wake
 from bench.reports.stats import percentile
-from executor.book_settings import MAX_ORDER_GROUP_CONTRACTS_LIMIT, BookSettings
+from executor.config.book import MAX_ORDER_GROUP_CONTRACTS_LIMIT, BookSettings
+from executor.config.settings import ExchangeSettings, Settings
+from executor.config.sizing import SizingConfig
 from executor.decide.risk import RiskLimits
-from executor.decide.sizing import SizingConfig
-from executor.exchange.reconcile_terms import FillRecorder, OrderRowSink
+from executor.exchange.follow.reconcile_terms import FillRecorder, OrderRowSink
 from executor.fake.exchange import FakeCredentials, FakeExchange, serve_fake_exchange
-from executor.fire.assembly import open_order_path
 from executor.logs import start_logging, stop_logging
 from executor.recording.rows import OrderRow, OrderStatus, TelemetryRow
 from executor.recording.sqlite_writer import BatchOutcome, write_batch
-from executor.settings import ExchangeSettings, Settings
 from executor.telemetry import serve_telemetry
+from executor.trading.assembly import open_order_path
 
 SPANS: Final = ("gate", "queued", "committed", "stream_row")
 BOUND_MS: Final = 100.0

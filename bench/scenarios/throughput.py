@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from bench.processes import (
+from bench.harness.processes import (
     COMPLETION_TIMEOUT_S,
     POLL_INTERVAL_S,
     BenchError,

@@ -33,11 +33,12 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from executor.clock import wall_ms
+from executor.config.sizing import SizingConfig
 from executor.decide.killswitch import KillSwitch
 from executor.decide.order_request import FireRequest
 from executor.decide.prices import RequestBuilder, checked_price
 from executor.decide.risk import RiskGate
-from executor.decide.sizing import SizingConfig, contract_count
+from executor.decide.sizing import contract_count
 from executor.wire.protocol import WakeMessage
 
 PRODUCTION_WITHOUT_ALLOW: Final = "environment prod without KALSHI_ALLOW_PRODUCTION_ORDERS"
@@ -152,7 +153,7 @@ class AuditTrail(Protocol):
 
 
 class Balance(Protocol):
-    """The account figure sizing reads (``executor.exchange.account.AccountState``)."""
+    """The account figure sizing reads (``executor.exchange.follow.account.AccountState``)."""
 
     @property
     def balance_dollars(self) -> float: ...

@@ -187,7 +187,7 @@ class KillUsageError(Exception):
 
 
 class ExchangeKill(Protocol):
-    """The exchange half of ``engage`` (``executor.fire.kill_command``), plugged in by the CLI so
+    """The exchange half of ``engage`` (``executor.trading.kill_command``), plugged in by the CLI so
     this layer stays below the exchange."""
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -246,7 +246,7 @@ def killswitch_main(argv: list[str], exchange: ExchangeKill | None = None) -> in
 
     ``--kill-switch`` is required: the server has no default switch path either, and a default here
     could engage a file no executor watches. With ``exchange`` (the command line's), ``engage``
-    can also cancel through the exchange (``executor.fire.kill_command``).
+    can also cancel through the exchange (``executor.trading.kill_command``).
 
     Returns:
         The exit status: 0 done (or released, for ``status``), 2 engaged (``status`` only), 1 for

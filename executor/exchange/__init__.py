@@ -1,13 +1,12 @@
-"""The exchange: executing a decided order and keeping the account in view.
+"""The exchange: Kalshi's API as the executor uses it, a face over four rooms.
 
-Order bodies and response parsing (sans-I/O), the order rate limit, the signing worker, the HTTPS
-transport, the dispatcher (``OrderDispatcher.execute`` places a decided real order and keeps the
-risk gate's books through the decision's ticket; its ``orders_fired`` rows), the shadow lane, the
-fire's stamps and stage rows, the account poll, and reconciliation (``order_lookup`` asks
-``GET /portfolio/orders``; ``reconcile`` corrects the rows of orders whose outcome was unknown
-and follows resting ones). May import the foundation, ``executor.signer``,
-``executor.recording`` (row types), ``executor.wire.protocol`` and ``executor.decide``; never the
-fire path, telemetry or the service above it (what it writes to is a small Protocol, such as the
-dispatcher's ``OrderSink``). The transport itself knows nothing of telemetry or the risk gate: it
-hands its stamps back in a plain object.
+The face: ``messages`` (paths, bodies, errors, sans-I/O), ``protocols`` (every small interface the
+rooms share, defined once), ``rest`` (the signed REST reader), ``rate_limits`` and
+``token_bucket``. The rooms: ``orders`` (the order path, from a decided order to its answer and
+rows), ``follow`` (lookups, reconciliation, adoption, the account poll), ``stream`` (the
+WebSocket stream) and ``book`` (cancels, the order group, the guard, the offline kill). May
+import the foundation, ``executor.config``, ``executor.recording`` (row types),
+``executor.wire.protocol`` and ``executor.decide``; never the fire path, telemetry or the service
+above it (what it writes to is a small Protocol, such as ``protocols.OrderSink``). The transport
+knows nothing of telemetry or the risk gate: it hands its stamps back in a plain object.
 """

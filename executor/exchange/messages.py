@@ -1,7 +1,8 @@
 """The exchange's wire, without I/O: order bodies, response parsing, errors, the retry policy.
 
 DISPATCH.md §5 as data and pure functions, so every byte and every error text is tested without a
-socket. ``executor.exchange.transport`` re-exports the public names; callers import them from there.
+socket. ``executor.exchange.orders.transport`` re-exports the public names; callers import them from
+there.
 """
 
 from __future__ import annotations
@@ -161,7 +162,8 @@ class IntentNotRecorded(ExchangeError):
 class ExchangeAmbiguous(ExchangeError):
     """The request may have reached the exchange but no answer came: the outcome is unknown, so
     ``maybe_placed`` is true unless the raiser knows the request never left (e.g. a connect
-    timeout). Reconciliation with the exchange decides it (``executor.exchange.reconcile``)."""
+    timeout). Reconciliation with the exchange decides it
+    (``executor.exchange.follow.reconcile``)."""
 
     def __init__(
         self, text: str, *, status: int | None = None, maybe_placed: bool | None = True

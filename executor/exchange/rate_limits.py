@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import structlog
 
@@ -35,6 +35,7 @@ from executor.exchange.messages import (
     ORDER_PATH,
     ExchangeError,
 )
+from executor.exchange.protocols import SignedReader
 from executor.exchange.token_bucket import TokenBucket
 
 log = structlog.get_logger()
@@ -210,14 +211,6 @@ class RateLimits:
             await bucket.acquire_behind(tokens)
         else:
             await bucket.acquire(tokens)
-
-
-class SignedReader(Protocol):
-    """The part of ``executor.exchange.transport.ExchangeClient`` the loading uses."""
-
-    async def get_json(
-        self, path: str, params: Mapping[str, str] | None = None
-    ) -> dict[str, Any]: ...
 
 
 async def fetch_api_limits(reader: SignedReader) -> ApiLimits:

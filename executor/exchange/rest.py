@@ -2,7 +2,7 @@
 
 Balance and positions (DISPATCH.md §7) are signed ``GET`` requests on a 30 s poll, where httpx's
 request and response models (hundreds of µs a request) cost nothing that matters; orders do not
-come here (``executor.exchange.order_pool``). One long-lived HTTP/1.1 keep-alive
+come here (``executor.exchange.orders.pool``). One long-lived HTTP/1.1 keep-alive
 ``httpx.AsyncClient``, TLS verified against the same context as the order connections. httpx runs
 on Trio natively: httpcore picks its Trio backend when sniffio reports Trio.
 

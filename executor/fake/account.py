@@ -70,8 +70,8 @@ LIMITS_PATH: Final = "/trade-api/v2/account/limits"
 ENDPOINT_COSTS_PATH: Final = "/trade-api/v2/account/endpoint_costs"
 ONE_ORDER_PATH: Final = "/trade-api/v2/portfolio/orders/{order_id}"
 USER_DATA_TIMESTAMP_PATH: Final = "/trade-api/v2/exchange/user_data_timestamp"
-# Written out rather than imported from executor.exchange.transport: the fake checks the transport,
-# so it must not share its constants (a test asserts the two agree).
+# Written out rather than imported from executor.exchange.orders.transport: the fake checks the
+# transport, so it must not share its constants (a test asserts the two agree).
 ROUTES: Final = RouteTable(
     [
         Route("POST", ORDER_PATH, "post_order", status=201),

@@ -77,7 +77,7 @@ class FireCounters:
 
 class BookCounters(Protocol):
     """The book guard's counters and its order group's state
-    (``executor.fire.book_guard.BookGuard``)."""
+    (``executor.exchange.book.guard.BookGuard``)."""
 
     cancels_sent: int
     cancels_failed: int

@@ -15,24 +15,24 @@ happened.
 Two modes. Without an exchange (``orders`` is None) the path is SERVICE.md's: the configured
 contract count, and a ``Dispatcher`` callable that places nothing by default; no order rows, no
 stage rows. With an exchange (an :class:`OrderPath`) real fires are sized, gated, sent and audited
-(``executor.exchange.dispatcher``), and refusals after the snap write ``rejected`` rows.
+(``executor.exchange.orders.dispatcher``), and refusals after the snap write ``rejected`` rows.
 
 Shadow fires never delay a real one. A shadow fire has nothing to await before the lane, so it runs
 in the connection task (``fire_now``), not a task of its own: the dispatcher builds its body (its
 ``order_build`` span) and the fire path *offers* it to the shadow lane
-(``executor.exchange.shadow_lane``): one task that signs queued shadow orders one at a time with a
-pass through the scheduler between them, by default in a worker process
-(``executor.exchange.sign_worker``: a signature holds the GIL, and on the loop it would stall every
-connection); signed on the loop instead (``--shadow-signing loop``), a real fire task waits behind
-at most one shadow signature, never a queue of them (measured by ``python -m
+(``executor.exchange.orders.shadow_lane``): one task that signs queued shadow orders one at a time
+with a pass through the scheduler between them, by default in a worker process
+(``executor.exchange.orders.sign_worker``: a signature holds the GIL, and on the loop it would stall
+every connection); signed on the loop instead (``--shadow-signing loop``), a real fire task waits
+behind at most one shadow signature, never a queue of them (measured by ``python -m
 bench.scenarios.shadow_lane``; docs/RESULTS.md). With signatures made ahead
-(``executor.exchange.presign``), a shadow fire that finds a spare one is finished inside the offer,
-with no signing left to defer. Real fires never enter the lane: they take a presigned signature or
-sign in their own task, and shadow fires take no rate-limit token and open no connection. When the
-lane is full the shadow fire is skipped before signing, counted ``shadow_skipped`` (a subset of
-``fired``), and only its ``order_build`` row is written. tests/exchange/test_order_path.py shows the
-ordering: after a burst of shadow fires, a real order reaches the exchange before the shadow orders
-queued ahead of it have all been signed.
+(``executor.exchange.orders.presign``), a shadow fire that finds a spare one is finished inside the
+offer, with no signing left to defer. Real fires never enter the lane: they take a presigned
+signature or sign in their own task, and shadow fires take no rate-limit token and open no
+connection. When the lane is full the shadow fire is skipped before signing, counted
+``shadow_skipped`` (a subset of ``fired``), and only its ``order_build`` row is written.
+tests/exchange/test_order_path.py shows the ordering: after a burst of shadow fires, a real order
+reaches the exchange before the shadow orders queued ahead of it have all been signed.
 
 Prices that cannot be snapped (``executor.decide.prices``) are price refusals (logged, counted in
 ``refused_price``), shadow or real; a shadow fire with a finite price outside (0, 1) is still
@@ -52,18 +52,19 @@ from typing import Final
 import structlog
 
 from executor.clock import stamp_ns
+from executor.config.sizing import SizingConfig
 from executor.decide.decision import AuditTrail, Decider, Order, OrderRules, Refusal, RefusalKind
 from executor.decide.killswitch import KillSwitch
 from executor.decide.order_request import FireRequest, OrderTemplate, Side
 from executor.decide.risk import RiskGate
-from executor.decide.sizing import SizingConfig
-from executor.exchange.account import AccountState
-from executor.exchange.adoption import Adopter, adoption_counts
-from executor.exchange.dispatcher import OrderDispatcher, OrderSink, StartedOrder
-from executor.exchange.shadow_lane import ShadowJob, ShadowLane
-from executor.exchange.stages import FireStamps, PerfToWall, log_resolution, stage_rows
-from executor.exchange.stream import StreamState
-from executor.exchange.stream_orders import StreamedOrders
+from executor.exchange.follow.account import AccountState
+from executor.exchange.follow.adoption import Adopter, adoption_counts
+from executor.exchange.orders.dispatcher import OrderDispatcher, StartedOrder
+from executor.exchange.orders.shadow_lane import ShadowJob, ShadowLane
+from executor.exchange.orders.stages import FireStamps, PerfToWall, log_resolution, stage_rows
+from executor.exchange.protocols import OrderSink
+from executor.exchange.stream.client import StreamState
+from executor.exchange.stream.orders import StreamedOrders
 from executor.fire.outcomes import (
     BookCounters,
     FireCounters,
@@ -99,7 +100,7 @@ FireRest = Callable[[], Awaitable[FireOutcome]]
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class OrderPath:
-    """What a fire path needs to place real orders (assembled by ``executor.fire.assembly``).
+    """What a fire path needs to place real orders (assembled by ``executor.trading.assembly``).
 
     Attributes:
         dispatcher: builds, sends and audits orders.

@@ -27,7 +27,6 @@ import sqlite3
 from pathlib import Path
 from typing import Final
 
-from executor.file_lock import lock_exclusively, still_at_path
 from executor.recording.database import (
     TelemetryOpenError,
     describe,
@@ -36,6 +35,7 @@ from executor.recording.database import (
     path_problem,
     prove_writable,
 )
+from executor.runtime.file_lock import lock_exclusively, still_at_path
 
 NEW_FILE_MODE: Final = 0o644
 """Mode of a database file this process creates (before the umask): SQLite's own default."""

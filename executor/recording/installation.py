@@ -7,8 +7,8 @@ prefix, the other 24 (96 bits) are random per order. The prefix is made once, at
 in the database the orders are audited in (table ``executor_installation``, one row), so a
 restart on the same file mints ids with the same prefix, and start-up can tell this
 installation's orders on the exchange from other clients' on the same account
-(``executor.exchange.adoption``). Another client's random 32-hex id shares the prefix with odds
-of 1 in 2**32. A copy of the database used by a second executor would share the prefix too: one
+(``executor.exchange.follow.adoption``). Another client's random 32-hex id shares the prefix with
+odds of 1 in 2**32. A copy of the database used by a second executor would share the prefix too: one
 database per executor.
 
 The table is the executor's own (the reference has no such table and ignores it; ``CREATE TABLE

@@ -82,7 +82,7 @@ def journal_path(db_path: Path) -> Path:
 RecordFields = tuple[object, ...]
 """A record's JSON array: the row's kind (``OrderRowKind`` value), then its 20 columns in
 ``orders_fired``'s order, the status as its value (what :func:`row_record_fields` makes; the order
-path builds a pending row's directly, ``executor.exchange.order_rows.pending_record``)."""
+path builds a pending row's directly, ``executor.exchange.orders.rows.pending_record``)."""
 
 CLIENT_ORDER_ID_FIELD: Final = 2
 """Where a record's ``client_order_id`` is in its fields."""

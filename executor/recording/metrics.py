@@ -298,7 +298,7 @@ def start_metrics_endpoint(
     orders = OrderStatusCounter(registry)
     registry.register(ExecutorCollector(server_statistics, telemetry_statistics))
     # The interpreter's collections per generation (``python_gc_*``): a collection pauses the
-    # event loop, and ``--gc`` (``executor.gc_settings``) is meant to keep them rare.
+    # event loop, and ``--gc`` (``executor.runtime.gc_settings``) is meant to keep them rare.
     GCCollector(registry=registry)
     registry.register(GcSettingsCollector())
     host, port = address

@@ -1,18 +1,18 @@
 """The ``orders_fired`` rows whose outcome is still to be learned, and reconciliation's words.
 
 At start-up, before the socket is published, the executor asks the exchange about every order of
-the last :data:`LIVE_WINDOW_MS` that did not reach a final state (``executor.exchange.reconcile``).
-This module finds them: rows whose status is ``pending`` (the run died between sending and the
-resolution), ``submitted`` (an answer without a fill count), ``accepted`` (resting on the book
-when the run ended; likewise a good_till_canceled ``filled`` row with contracts remaining), or
-``error`` with an outcome the dispatcher could not know (its ``error_message`` starts with
-:data:`OUTCOME_UNKNOWN_PREFIX`, or is the shutdown text: a dispatch cut while its request may have
-been on the wire). An ``error`` row the exchange was found not to have
-(:data:`NO_SUCH_ORDER_PREFIX`) is read again too: within the live window "absent" is never the
-last word (an exchange that listed late once fooled four lookups). Every other ``error`` (a 4xx,
-a connect failure) was a definite refusal and is left alone. :func:`is_open` is the same rule on
-one row; :func:`startup_cause` says why a row is unresolved; :func:`rests` whether its order may
-still be on the book.
+the last :data:`LIVE_WINDOW_MS` that did not reach a final state
+(``executor.exchange.follow.reconcile``). This module finds them: rows whose status is ``pending``
+(the run died between sending and the resolution), ``submitted`` (an answer without a fill count),
+``accepted`` (resting on the book when the run ended; likewise a good_till_canceled ``filled`` row
+with contracts remaining), or ``error`` with an outcome the dispatcher could not know (its
+``error_message`` starts with :data:`OUTCOME_UNKNOWN_PREFIX`, or is the shutdown text: a dispatch
+cut while its request may have been on the wire). An ``error`` row the exchange was found not to
+have (:data:`NO_SUCH_ORDER_PREFIX`) is read again too: within the live window "absent" is never the
+last word (an exchange that listed late once fooled four lookups). Every other ``error`` (a 4xx, a
+connect failure) was a definite refusal and is left alone. :func:`is_open` is the same rule on one
+row; :func:`startup_cause` says why a row is unresolved; :func:`rests` whether its order may still
+be on the book.
 
 The ``error_message`` prefixes reconciliation writes live here too, beside the query that reads
 them (and ``executor stats``, which counts them): one vocabulary for the writer and the readers.
@@ -54,7 +54,7 @@ targets 3 months for its live tier and moves the cutoff forward in steps it does
 at the step, not a published figure; older rows would need ``GET /historical/orders``."""
 ADOPTED_MESSAGE: Final = "adopted from the exchange: no local record"
 """The ``error_message`` of a row written for an order found on the exchange with this
-installation's prefix and no row (``executor.exchange.adoption``)."""
+installation's prefix and no row (``executor.exchange.follow.adoption``)."""
 
 _COLUMNS: Final = (
     "correlation_id, client_order_id, kalshi_order_id, ticker, correlation_group, outcome_side,"

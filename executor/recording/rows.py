@@ -107,7 +107,7 @@ class OrderRowKind(enum.Enum):
     """Plain INSERT of an order the fire path refused before sending."""
     ADOPTED = "adopted"
     """INSERT of an order found on the exchange with no local record, unless it has a row by
-    then (``executor.exchange.adoption``); a pending row is written the same way."""
+    then (``executor.exchange.follow.adoption``); a pending row is written the same way."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,11 +53,12 @@ def _read_reconciliation(
     """Rows the exchange's answer corrected, rows it did not have, rows still unknown, every row
     still open, and rows adopted from it.
 
-    Read from ``error_message``, which reconciliation writes (``executor.exchange.reconcile``):
-    the executor's ``reconciled`` / ``reconcile_failed`` counters over the file's history;
-    ``outcome_unknown`` the error rows still to be settled; ``open`` every row the account poll
-    and start-up still ask about (those, pending, submitted, accepted, resting partly filled);
-    ``adopted`` the adoption counter's (``executor.exchange.adoption``).
+    Read from ``error_message``, which reconciliation writes
+    (``executor.exchange.follow.reconcile``): the executor's ``reconciled`` / ``reconcile_failed``
+    counters over the file's history; ``outcome_unknown`` the error rows still to be settled;
+    ``open`` every row the account poll and start-up still ask about (those, pending, submitted,
+    accepted, resting partly filled); ``adopted`` the adoption counter's
+    (``executor.exchange.follow.adoption``).
     """
     prefix = f"{where} {'AND' if where else 'WHERE'}"
     (reconciled, failed, unknown, adopted) = connection.execute(

@@ -18,7 +18,7 @@ from typing import Final
 
 import trio
 
-from executor.file_lock import lock_exclusively, still_at_path
+from executor.runtime.file_lock import lock_exclusively, still_at_path
 from executor.wire.socket_access import OWNER_ONLY, SocketAccess
 
 MAX_SOCKET_PATH_BYTES: Final = 107

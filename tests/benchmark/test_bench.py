@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 import bench.clients.latency
-import bench.runner
-from bench.cli import build_parser, main
-from bench.processes import BenchError, executor_spec
+import bench.harness.runner
+from bench.harness.cli import build_parser, main
+from bench.harness.processes import BenchError, executor_spec
 from bench.reports.output import HISTORY_HEADER, ratio_lines
 from bench.reports.stats import percentile
 from bench.scenarios.throughput import run_rate
@@ -150,10 +150,10 @@ def test_trio_executor_and_trio_client_run_and_report_ratios(
 
 def test_lost_row_is_an_error_not_a_result(out_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An executor that acks every frame but records one row fewer makes the run fail."""
-    monkeypatch.setattr(bench.runner, "COMPLETION_TIMEOUT_S", 1.5)
+    monkeypatch.setattr(bench.harness.runner, "COMPLETION_TIMEOUT_S", 1.5)
     spec = executor_spec(_lossy_executor(out_dir, drop=1))
     with pytest.raises(BenchError, match="rows"):
-        bench.runner.run_configuration(spec, "blocking", 1, 2, 8)
+        bench.harness.runner.run_configuration(spec, "blocking", 1, 2, 8)
     argv = ["--executors", spec.name, "--clients", "blocking", "--iterations", "8", "--warmup", "2"]
     argv += ["--runs", "1", "--no-components", "--history", str(out_dir / "h.csv")]
     assert main([*argv, *UNPINNED, "--out", str(out_dir / "r")]) == 1
@@ -163,7 +163,7 @@ def test_lost_row_is_an_error_not_a_result(out_dir: Path, monkeypatch: pytest.Mo
 def test_lossless_cmd_executor_completes(out_dir: Path) -> None:
     """The same cmd: wrapper dropping nothing completes: the failure above is the lost row."""
     spec = executor_spec(_lossy_executor(out_dir, drop=0))
-    series = bench.runner.run_configuration(spec, "blocking", 1, 2, 8)
+    series = bench.harness.runner.run_configuration(spec, "blocking", 1, 2, 8)
     assert [(s.span, len(s.samples_us)) for s in series] == [("wake_recv", 8), ("roundtrip", 8)]
 
 
@@ -289,4 +289,4 @@ def test_burst_with_a_wrong_ack_is_an_error(out_dir: Path) -> None:
     """A burst whose executor echoes one wrong correlation id fails instead of timing the rest."""
     spec = executor_spec(_misacking_executor(out_dir))
     with pytest.raises(BenchError, match="unexpected ack"):
-        bench.runner.run_configuration(spec, "burst-uvloop", 1, 2, 8)
+        bench.harness.runner.run_configuration(spec, "burst-uvloop", 1, 2, 8)

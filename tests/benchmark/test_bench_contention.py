@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-import bench.cli
-from bench.background import BackgroundLoad
-from bench.cli import main
+import bench.harness.cli
 from bench.clients.reference_burst import QUEUE_MAXSIZE, SHADOW_QUEUE_LIMIT, accepts
-from bench.processes import ExecutorSpec
+from bench.harness.background import BackgroundLoad
+from bench.harness.cli import main
+from bench.harness.processes import ExecutorSpec
 from bench.scenarios.throughput import ThroughputResult
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,7 +57,7 @@ def _wait_gone(pid: int) -> None:
 
 
 def _spinner_children() -> list[int]:
-    """Processes whose parent is this one and that run ``bench.background``."""
+    """Processes whose parent is this one and that run ``bench.harness.background``."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -68,7 +68,8 @@ def _spinner_children() -> list[int]:
         except OSError:
             continue
         parent = int(stat.rpartition(")")[2].split()[1])
-        if parent == os.getpid() and b"bench.background" in command and not _gone(int(entry.name)):
+        ours = parent == os.getpid() and b"bench.harness.background" in command
+        if ours and not _gone(int(entry.name)):
             found.append(int(entry.name))
     return found
 
@@ -99,7 +100,7 @@ def test_a_spinner_whose_harness_died_exits_by_itself() -> None:
             sys.executable,
             "-c",
             "import os, subprocess, sys\n"
-            "spinner = [sys.executable, '-m', 'bench.background', str(os.getpid())]\n"
+            "spinner = [sys.executable, '-m', 'bench.harness.background', str(os.getpid())]\n"
             "print(subprocess.Popen(spinner).pid)\n",
         ],
         capture_output=True,
@@ -127,7 +128,7 @@ def test_saturation_runs_under_the_background_load_and_names_it(
         seen.extend(_spinner_children())
         return []
 
-    monkeypatch.setattr(bench.cli, "run_saturation", fake_saturation)
+    monkeypatch.setattr(bench.harness.cli, "run_saturation", fake_saturation)
     argv = ["--saturation", "--executors", "trio", "--runs", "1", "--placement", "unpinned"]
     assert main([*argv, "--background-load", "2", "--out", str(out_dir / "r")]) == 0
     assert len(seen) == 2

@@ -26,14 +26,16 @@ from bench.baselines.fire import (
     open_fire_path,
 )
 from bench.baselines.rowwriter import RowWriter, open_database
-from bench.cli import main
 from bench.clients.fire import FirePlan, fire_cid, interleaved, phase_of, run_plan
 from bench.clients.frames import wake_message
-from bench.fake_process import FakeExchangeInfo, FakeExchangeProcess
-from bench.processes import BenchError
+from bench.experiments.variants import VARIANTS
+from bench.experiments.variants import main as variants_main
+from bench.harness.cli import main
+from bench.harness.fake_process import FakeExchangeInfo, FakeExchangeProcess
+from bench.harness.processes import BenchError
+from bench.harness.runner import Series
 from bench.reports.fire import fire_lines
 from bench.reports.output import plot_styles
-from bench.runner import Series
 from bench.scenarios.fire import (
     FIRE_STAGES,
     KINDS,
@@ -47,13 +49,11 @@ from bench.scenarios.fire import (
     wait_for_fire_rows,
 )
 from bench.scenarios.order_wire import main as order_wire_main
-from bench.scenarios.variants import VARIANTS
-from bench.scenarios.variants import main as variants_main
-from executor.book_settings import MAX_ORDER_GROUP_CONTRACTS_LIMIT
 from executor.clock import clock_domain
+from executor.config.book import MAX_ORDER_GROUP_CONTRACTS_LIMIT
 from executor.decide.risk import RiskGate, RiskLimits
-from executor.exchange.dispatcher import OrderDispatcher
-from executor.exchange.transport import (
+from executor.exchange.orders.dispatcher import OrderDispatcher
+from executor.exchange.orders.transport import (
     ExchangeEndpoint,
     ExchangeError,
     OrderSpec,
@@ -472,7 +472,8 @@ def test_the_hand_off_variants_change_what_they_name(monkeypatch: pytest.MonkeyP
 
 
 def test_variants_refuse_an_unknown_name() -> None:
-    """bench.scenarios.variants names its variants and refuses anything else before starting one."""
+    """bench.experiments.variants names its variants and refuses anything else before starting
+    one."""
     assert set(VARIANTS) == {
         "idle-lane",
         "no-intent",

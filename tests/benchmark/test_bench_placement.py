@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.cli import main
-from bench.placement import CLIENT_CPU, EXECUTOR_CPU, placed, placed_all, trio_reference
-from bench.processes import BenchError, RunningExecutor, executor_spec
+from bench.harness.cli import main
+from bench.harness.placement import CLIENT_CPU, EXECUTOR_CPU, placed, placed_all, trio_reference
+from bench.harness.processes import BenchError, RunningExecutor, executor_spec
 from bench.reports.output import ratio_lines
 from bench.scenarios.saturation import PIPELINE_FRAMES
 

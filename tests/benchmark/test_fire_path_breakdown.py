@@ -13,7 +13,7 @@ from bench.scenarios.fire import PATH_SPANS, StageRow, series_of
 from bench.scenarios.fire_path import SEGMENTS, segments_of
 from executor.clock import clock_domain
 from executor.exchange.messages import OrderStamps
-from executor.exchange.stages import PATH_STAMPS, FireStamps, PerfToWall, path_us, stage_rows
+from executor.exchange.orders.stages import PATH_STAMPS, FireStamps, PerfToWall, path_us, stage_rows
 from tests.support.inprocess import make_wake
 
 _ALL_STAMPS = {name: float(10 * (index + 3)) for index, name in enumerate(PATH_STAMPS)}

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from executor.config.sizing import SizingConfig
 from executor.decide.decision import (
     AUDIT_TRAIL_UNAVAILABLE,
     PRODUCTION_WITHOUT_ALLOW,
@@ -26,7 +27,6 @@ from executor.decide.killswitch import KillSwitch
 from executor.decide.order_request import FireRequest, OrderTemplate
 from executor.decide.prices import CANNOT_SNAP, OUTSIDE_THE_BOOK, SNAPPED_OUTSIDE_THE_BOOK
 from executor.decide.risk import RiskGate, RiskLimits
-from executor.decide.sizing import SizingConfig
 from executor.wire.protocol import WakeMessage
 
 TICKER = "KXBTCD-26AUG2917-T112750"

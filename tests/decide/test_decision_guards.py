@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from executor.config.sizing import SizingConfig
 from executor.decide.decision import Decider, Order, OrderRules, Permission
-from executor.decide.sizing import SizingConfig
-from executor.exchange.account import AccountState
+from executor.exchange.follow.account import AccountState
 from tests.support.inprocess import make_wake
 
 

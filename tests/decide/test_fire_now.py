@@ -9,7 +9,7 @@ import trio.lowlevel
 import trio.testing
 
 from executor.decide.killswitch import KillSwitch
-from executor.exchange.shadow_lane import MAX_DEFER_S
+from executor.exchange.orders.shadow_lane import MAX_DEFER_S
 from executor.fire.path import FireOutcome, FirePath, FireRequest
 from executor.wire.client import connect
 from tests.support.inprocess import make_wake, start_server

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import trio
 
-from executor.decide.recent_orders import PastOrder, load_recent_orders
+from executor.config.risk_limits import DAY_MS, HOUR_MS, RISK_ENV_VARS, RiskLimits
 from executor.decide.risk import RiskGate, event_of
-from executor.decide.risk_limits import DAY_MS, HOUR_MS, RISK_ENV_VARS, RiskLimits
+from executor.recording.recent_orders import PastOrder, load_recent_orders
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 from tests.support.rows import order_row, running_telemetry
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from executor.config.risk_limits import DAY_MS, HOUR_MS, RiskLimits
 from executor.decide.risk import RiskGate
-from executor.decide.risk_limits import DAY_MS, HOUR_MS, RiskLimits
 
 T0 = 1_700_000_000_000
 """A wall-clock start (ms)."""

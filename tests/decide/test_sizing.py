@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from executor.decide.sizing import SizingConfig, contract_count
+from executor.config.sizing import SizingConfig
+from executor.decide.sizing import contract_count
 
 DEFAULTS = SizingConfig()
 

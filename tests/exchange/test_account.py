@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 from executor.clock import wall_ms
 from executor.decide.risk import RiskGate, RiskLimits
-from executor.exchange.account import (
+from executor.exchange.follow.account import (
     ACCOUNT_POLL_INTERVAL_S,
     HEARTBEAT_INTERVAL_S,
     AccountState,

@@ -14,14 +14,14 @@ import trio
 from structlog.testing import capture_logs
 
 from executor.clock import wall_ms
-from executor.decide.recent_orders import load_recent_orders
-from executor.exchange.adoption import ADOPTED_MESSAGE, ADOPTION_LOOKBACK_MAX_MS, Adopter
+from executor.exchange.follow.adoption import ADOPTED_MESSAGE, ADOPTION_LOOKBACK_MAX_MS, Adopter
+from executor.exchange.follow.reconcile import CollectedRows
 from executor.exchange.messages import order_body
-from executor.exchange.reconcile import CollectedRows
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.recording.database import close_database, open_database
 from executor.recording.installation import ClientOrderIds, load_installation
 from executor.recording.open_orders import write_corrections
+from executor.recording.recent_orders import load_recent_orders
 from executor.recording.rows import OrderStatus
 from executor.recording.sqlite_writer import write_batch
 from tests.support.orders import TICKER, spec, transport

@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from executor.exchange.messages import ExchangeAmbiguous, ExchangeError, ExchangeTimeout
-from executor.exchange.transport import (
+from executor.exchange.orders.transport import (
     ExchangeEndpoint,
     OrderSpec,
     OrderStamps,

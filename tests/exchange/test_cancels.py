@@ -8,12 +8,12 @@ from decimal import Decimal
 import pytest
 from structlog.testing import capture_logs
 
-from executor.exchange.cancels import CANCELED_BY_PREFIX, cancel_resting, canceled_row
+from executor.exchange.book.cancels import CANCELED_BY_PREFIX, cancel_resting, canceled_row
+from executor.exchange.book.order_group import OrderGroup, create_order_group
+from executor.exchange.follow.reconcile_terms import CollectedRows
 from executor.exchange.messages import BATCH_CANCEL_PATH, ExchangeError, OrderStamps, order_body
-from executor.exchange.order_group import OrderGroup, create_order_group
+from executor.exchange.orders.transport import ExchangeClient
 from executor.exchange.rate_limits import ApiLimits, BucketLimit
-from executor.exchange.reconcile_terms import CollectedRows
-from executor.exchange.transport import ExchangeClient
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 from tests.support.orders import TICKER, spec, transport

@@ -26,16 +26,16 @@ from cryptography.hazmat.primitives.asymmetric import padding
 from structlog.testing import capture_logs
 
 import executor.exchange.messages as exchange_wire
-import executor.exchange.order_connection as order_connection
-import executor.exchange.order_pool as order_pool
-import executor.exchange.order_template as order_template
-import executor.exchange.presign as presign
+import executor.exchange.orders.connection as order_connection
+import executor.exchange.orders.pool as order_pool
+import executor.exchange.orders.presign as presign
+import executor.exchange.orders.template as order_template
+import executor.exchange.orders.transport as exchange_module
 import executor.exchange.rest as rest
 import executor.exchange.token_bucket as token_bucket
-import executor.exchange.transport as exchange_module
 import executor.fake.exchange as fake_module
-from executor.exchange.order_pool import ORDER_CONNECTIONS
-from executor.exchange.transport import (
+from executor.exchange.orders.pool import ORDER_CONNECTIONS
+from executor.exchange.orders.transport import (
     BALANCE_PATH,
     ORDER_PATH,
     POSITIONS_PATH,

@@ -1,4 +1,4 @@
-"""The account poll's backoff for open orders (``executor.exchange.follow_up``).
+"""The account poll's backoff for open orders (``executor.exchange.follow.follow_up``).
 
 An order whose lookups keep ending unknown is asked about at the next poll, then every 2nd, 4th,
 8th and 16th, and never less often than every ``FOLLOW_BACKOFF_MAX_POLLS``; a fresh order is
@@ -14,9 +14,9 @@ import dataclasses
 import itertools
 
 from executor.clock import wall_ms
-from executor.exchange.follow_up import FOLLOW_BACKOFF_MAX_POLLS, FollowedOrders
-from executor.exchange.order_lookup import ABSENCE_MARGIN_MS
-from executor.exchange.reconcile import Reconciler
+from executor.exchange.follow.follow_up import FOLLOW_BACKOFF_MAX_POLLS, FollowedOrders
+from executor.exchange.follow.lookup import ABSENCE_MARGIN_MS
+from executor.exchange.follow.reconcile import Reconciler
 from executor.recording.open_orders import NO_SUCH_ORDER_PREFIX, RECONCILED_PREFIX
 from executor.recording.rows import OrderStatus
 from tests.exchange.test_lookups import LISTED_FILL, NO_WAIT, ScriptedReader, unknown_row

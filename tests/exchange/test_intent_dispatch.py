@@ -14,9 +14,9 @@ import orjson
 import pytest
 
 from executor.decide.risk import RiskGate, RiskLimits
-from executor.exchange.dispatcher import OrderDispatcher
 from executor.exchange.messages import INTENT_NOT_RECORDED
-from executor.exchange.order_rows import order_row
+from executor.exchange.orders.dispatcher import OrderDispatcher
+from executor.exchange.orders.rows import order_row
 from executor.fire.path import FireOutcome
 from executor.recording.installation import ClientOrderIds
 from executor.recording.intent_journal import JournalWriteError

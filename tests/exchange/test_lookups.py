@@ -16,18 +16,18 @@ import pytest
 import trio
 
 from executor.clock import wall_ms
-from executor.exchange.messages import USER_DATA_TIMESTAMP_PATH, ExchangeError
-from executor.exchange.order_lookup import ABSENCE_MARGIN_MS, absence_known, parse_as_of_ms
-from executor.exchange.reconcile import (
+from executor.exchange.follow.lookup import ABSENCE_MARGIN_MS, absence_known, parse_as_of_ms
+from executor.exchange.follow.reconcile import (
     LOOKUP_TIMEOUT_S,
     RECONCILE_TRIES,
     Reconciler,
     Unresolved,
     Verdict,
 )
-from executor.exchange.stream import poll_unless_streaming
-from executor.exchange.stream_orders import StreamedOrders
-from executor.exchange.transport import ORDERS_PATH, OrderStamps, order_body
+from executor.exchange.messages import USER_DATA_TIMESTAMP_PATH, ExchangeError
+from executor.exchange.orders.transport import ORDERS_PATH, OrderStamps, order_body
+from executor.exchange.stream.client import poll_unless_streaming
+from executor.exchange.stream.orders import StreamedOrders
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.fake.orders import iso_time
 from executor.recording.open_orders import (

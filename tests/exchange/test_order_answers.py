@@ -16,9 +16,9 @@ import pytest
 import trio
 
 from executor.clock import wall_ms
-from executor.exchange.dispatcher import OrderPolicy, order_status
+from executor.exchange.follow.reconcile import Reconciler
 from executor.exchange.messages import USER_DATA_TIMESTAMP_PATH
-from executor.exchange.reconcile import Reconciler
+from executor.exchange.orders.dispatcher import OrderPolicy, order_status
 from executor.fake.orders import iso_time
 from executor.fire.path import FireOutcome
 from executor.recording.open_orders import (

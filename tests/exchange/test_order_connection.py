@@ -14,15 +14,15 @@ import pytest
 import trio
 import trio.testing
 
-import executor.exchange.order_connection as order_connection
-from executor.decide.risk_limits import RiskLimits
-from executor.decide.sizing import SizingConfig
+import executor.exchange.orders.connection as order_connection
+from executor.config.risk_limits import RiskLimits
+from executor.config.settings import ExchangeSettings, Settings
+from executor.config.sizing import SizingConfig
 from executor.exchange.messages import ExchangeAmbiguous, OrderSpec, OrderStamps, order_body
-from executor.exchange.transport import ExchangeEndpoint, open_exchange
+from executor.exchange.orders.transport import ExchangeEndpoint, open_exchange
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault
-from executor.fire.exchange_side import order_connections
-from executor.settings import ExchangeSettings, Settings
 from executor.signer import KalshiSigner
+from executor.trading.exchange_side import order_connections
 from tests.support.inprocess import fake_endpoint
 
 WAIT_S = 20.0

@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 import trio
 
-import executor.exchange.order_response as order_response
-import executor.exchange.transport as transport_module
+import executor.exchange.orders.response as order_response
+import executor.exchange.orders.transport as transport_module
 from executor.decide.order_request import FireRequest, OrderTemplate
-from executor.exchange.dispatcher import OrderDispatcher, OrderPolicy
+from executor.exchange.follow.reconcile import Reconciler
 from executor.exchange.messages import ExchangeAmbiguous, ExchangeError, OrderStamps, order_body
-from executor.exchange.reconcile import Reconciler
-from executor.exchange.stages import FireStamps
-from executor.exchange.transport import ORDERS_PATH, RetryPolicy, open_exchange
+from executor.exchange.orders.dispatcher import OrderDispatcher, OrderPolicy
+from executor.exchange.orders.stages import FireStamps
+from executor.exchange.orders.transport import ORDERS_PATH, RetryPolicy, open_exchange
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault
 from executor.recording.open_orders import (
     OUTCOME_UNKNOWN_PREFIX,

@@ -9,7 +9,7 @@ from structlog.testing import capture_logs
 
 from executor.clock import clock_domain
 from executor.decide.risk import RiskGate, RiskLimits
-from executor.exchange.transport import ExchangeError
+from executor.exchange.orders.transport import ExchangeError
 from executor.recording.rows import OrderRow, OrderRowKind
 from executor.wire.protocol import WakeMessage
 from tests.support.inprocess import make_wake

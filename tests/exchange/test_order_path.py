@@ -17,11 +17,11 @@ from structlog.testing import capture_logs
 from executor.clock import clock_domain
 from executor.decide.killswitch import KillSwitch
 from executor.decide.risk import RiskGate, RiskLimits
-from executor.exchange import dispatcher as dispatcher_module
-from executor.exchange import transport as transport_module
-from executor.exchange.dispatcher import CANCELLED_AT_SHUTDOWN, OrderPolicy, order_status
-from executor.exchange.order_connection import OrderConnection
-from executor.exchange.transport import ExchangeError
+from executor.exchange.orders import dispatcher as dispatcher_module
+from executor.exchange.orders import transport as transport_module
+from executor.exchange.orders.connection import OrderConnection
+from executor.exchange.orders.dispatcher import CANCELLED_AT_SHUTDOWN, OrderPolicy, order_status
+from executor.exchange.orders.transport import ExchangeError
 from executor.fire.path import FireOutcome
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 from executor.wire.protocol import WakeMessage
@@ -461,65 +461,65 @@ def test_the_structural_check_catches_a_log_call() -> None:
 LOWER_LAYERS_MUST_NOT_IMPORT = {
     "executor.decide.sizing": {
         "executor.telemetry",
-        "executor.exchange.transport",
-        "executor.exchange.dispatcher",
+        "executor.exchange.orders.transport",
+        "executor.exchange.orders.dispatcher",
     },
     "executor.decide.risk": {
         "executor.telemetry",
-        "executor.exchange.transport",
-        "executor.exchange.dispatcher",
+        "executor.exchange.orders.transport",
+        "executor.exchange.orders.dispatcher",
     },
-    "executor.exchange.stages": {
+    "executor.exchange.orders.stages": {
         "executor.fire.path",
-        "executor.exchange.dispatcher",
+        "executor.exchange.orders.dispatcher",
         "executor.telemetry",
     },
-    "executor.exchange.shadow_lane": {
+    "executor.exchange.orders.shadow_lane": {
         "executor.fire.path",
-        "executor.fire.assembly",
+        "executor.trading.assembly",
         "executor.telemetry",
     },
-    "executor.exchange.dispatcher": {
+    "executor.exchange.orders.dispatcher": {
         "executor.fire.path",
-        "executor.fire.assembly",
+        "executor.trading.assembly",
         "executor.server",
     },
     "executor.decide.decision": {
         "executor.telemetry",
-        "executor.exchange.dispatcher",
+        "executor.exchange.orders.dispatcher",
         "executor.fire.path",
     },
     "executor.decide.prices": {
         "executor.telemetry",
-        "executor.exchange.dispatcher",
+        "executor.exchange.orders.dispatcher",
         "executor.fire.path",
     },
     "executor.decide.order_request": {
         "executor.fire.path",
-        "executor.exchange.dispatcher",
+        "executor.exchange.orders.dispatcher",
         "executor.telemetry",
     },
-    "executor.exchange.account": {
+    "executor.exchange.follow.account": {
         "executor.fire.path",
-        "executor.fire.assembly",
+        "executor.trading.assembly",
         "executor.server",
     },
-    "executor.exchange.reconcile": {
+    "executor.exchange.follow.reconcile": {
         "executor.telemetry",
         "executor.decide.risk",
-        "executor.exchange.dispatcher",
+        "executor.exchange.orders.dispatcher",
         "executor.fire.path",
     },
-    "executor.exchange.order_lookup": {
+    "executor.exchange.follow.lookup": {
         "executor.telemetry",
         "executor.decide.risk",
-        "executor.exchange.dispatcher",
-        "executor.exchange.reconcile",
+        "executor.exchange.orders.dispatcher",
+        "executor.exchange.follow.reconcile",
     },
     "executor.fire.path": {
-        "executor.fire.assembly",
+        "executor.trading.assembly",
         "executor.server",
-        "executor.exchange.transport",
+        "executor.exchange.orders.transport",
     },
 }
 """Layers run one way (STYLE.md, "The order path"): what each order-path module may not import."""
@@ -547,4 +547,4 @@ def test_order_path_layers_import_one_way(module_name: str) -> None:
 
 def test_layer_check_sees_an_upward_import() -> None:
     """The negative twin: the assembly does import the fire path, and the check sees it."""
-    assert "executor.fire.path" in imported_modules("executor.fire.assembly")
+    assert "executor.fire.path" in imported_modules("executor.trading.assembly")

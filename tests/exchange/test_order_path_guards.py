@@ -16,9 +16,9 @@ import trio.lowlevel
 import trio.testing
 
 from executor.clock import wall_ms
+from executor.config.sizing import SizingConfig
 from executor.decide.risk import RiskGate, RiskLimits
-from executor.decide.sizing import SizingConfig
-from executor.exchange.account import AccountState, poll_account_once
+from executor.exchange.follow.account import AccountState, poll_account_once
 from executor.exchange.messages import (
     ExchangeError,
     ExchangeTimeout,
@@ -26,8 +26,8 @@ from executor.exchange.messages import (
     RetryPolicy,
     order_body,
 )
+from executor.exchange.orders.transport import ExchangeEndpoint, open_exchange
 from executor.exchange.token_bucket import TokenBucket
-from executor.exchange.transport import ExchangeEndpoint, open_exchange
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.fire.path import FireOutcome
 from executor.recording.database import close_database, open_database

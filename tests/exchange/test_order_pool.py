@@ -14,7 +14,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from executor.exchange.order_pool import CHECK_INTERVAL_S, REFRESH_AFTER_IDLE_S, OrderPool
+from executor.exchange.orders.pool import CHECK_INTERVAL_S, REFRESH_AFTER_IDLE_S, OrderPool
 
 SIZE = 3
 

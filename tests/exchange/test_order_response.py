@@ -6,7 +6,7 @@ from __future__ import annotations
 import h11
 import pytest
 
-from executor.exchange.order_response import MAX_RESPONSE_BYTES, ResponseReader
+from executor.exchange.orders.response import MAX_RESPONSE_BYTES, ResponseReader
 
 BODY = b'{"order":{"order_id":"k-1","fill_count":"1.00","remaining_count":"0.00"}}'
 

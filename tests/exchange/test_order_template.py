@@ -6,7 +6,7 @@ import h11
 import pytest
 
 from executor.exchange.messages import ORDER_PATH, OrderSpec, order_body
-from executor.exchange.order_template import OrderTemplate
+from executor.exchange.orders.template import OrderTemplate
 from executor.signer import HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP
 
 SIGNATURE = "QUJD" * 86 + "RA=="

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from executor.decide.order_request import FireRequest, OrderTemplate
-from executor.exchange.order_rows import OrderPolicy, PreparedOrder, order_row, pending_record
+from executor.exchange.orders.rows import OrderPolicy, PreparedOrder, order_row, pending_record
 from executor.recording.installation import IDS_DRAWN_AHEAD, ClientOrderIds
 from executor.recording.intent_journal import decode_record, frame_record, row_record_fields
 from executor.recording.rows import OrderRowKind

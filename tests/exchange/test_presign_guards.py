@@ -14,8 +14,8 @@ from contextlib import asynccontextmanager
 import trio
 
 from executor.exchange.messages import ORDER_PATH, OrderStamps
-from executor.exchange.presign import SignaturePool
-from executor.exchange.transport import ExchangeClient, open_exchange, order_body
+from executor.exchange.orders.presign import SignaturePool
+from executor.exchange.orders.transport import ExchangeClient, open_exchange, order_body
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.signer import KalshiSigner
 from tests.support.inprocess import fake_endpoint

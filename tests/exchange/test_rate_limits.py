@@ -11,8 +11,10 @@ import trio
 import trio.testing
 from structlog.testing import capture_logs
 
-from executor.exchange.account import AccountState, poll_account_once
-from executor.exchange.cancels import cancel_resting
+from executor.exchange.book.cancels import cancel_resting
+from executor.exchange.book.order_group import create_order_group
+from executor.exchange.follow.account import AccountState, poll_account_once
+from executor.exchange.follow.reconcile import Reconciler
 from executor.exchange.messages import (
     BATCH_CANCEL_PATH,
     ORDER_PATH,
@@ -21,7 +23,6 @@ from executor.exchange.messages import (
     OrderStamps,
     order_body,
 )
-from executor.exchange.order_group import create_order_group
 from executor.exchange.rate_limits import (
     BASIC_TIER,
     ApiLimits,
@@ -31,8 +32,7 @@ from executor.exchange.rate_limits import (
     parse_costs,
     parse_limits,
 )
-from executor.exchange.reconcile import Reconciler
-from executor.exchange.stream_orders import StreamedOrders
+from executor.exchange.stream.orders import StreamedOrders
 from executor.exchange.token_bucket import TokenBucket
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.recording.rows import LatencyRow, OrderStatus

@@ -1,4 +1,4 @@
-"""Reconciliation (``executor.exchange.reconcile``) against the fake exchange over real TLS.
+"""Reconciliation (``executor.exchange.follow.reconcile``) against the fake exchange over real TLS.
 
 Orders are placed through the real transport with the fake's placed-but-unanswered faults, then
 looked up by the :class:`Reconciler`; rows go to a list, fills to another. Waits between tries are
@@ -16,18 +16,18 @@ import pytest
 import trio
 from structlog.testing import capture_logs
 
-import executor.exchange.transport as transport_module
+import executor.exchange.orders.transport as transport_module
 from executor.clock import wall_ms
-from executor.exchange.messages import ExchangeError
-from executor.exchange.order_lookup import ABSENCE_MARGIN_MS, parse_exchange_order
-from executor.exchange.reconcile import (
+from executor.exchange.follow.lookup import ABSENCE_MARGIN_MS, parse_exchange_order
+from executor.exchange.follow.reconcile import (
     MIN_TS_MARGIN_S,
     RECONCILE_TRIES,
     Reconciler,
     Unresolved,
     Verdict,
 )
-from executor.exchange.transport import (
+from executor.exchange.messages import ExchangeError
+from executor.exchange.orders.transport import (
     ORDERS_PATH,
     ExchangeTimeout,
     OrderStamps,

@@ -9,8 +9,8 @@ import pytest
 import trio
 
 from executor.exchange.messages import OrderStamps
+from executor.exchange.orders.transport import open_exchange
 from executor.exchange.token_bucket import TokenBucket
-from executor.exchange.transport import open_exchange
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from tests.exchange.test_order_connection import WAIT_S, _body, _orders
 from tests.support.inprocess import fake_endpoint

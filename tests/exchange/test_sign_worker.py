@@ -11,8 +11,8 @@ import trio
 import trio_parallel  # type: ignore[import-untyped]
 from structlog.testing import capture_logs
 
-from executor.exchange.sign_worker import ProcessSigner, open_process_signer
-from executor.exchange.transport import OrderStamps, open_exchange
+from executor.exchange.orders.sign_worker import ProcessSigner, open_process_signer
+from executor.exchange.orders.transport import OrderStamps, open_exchange
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.signer import KalshiSigner, SignerKeyError, signing_message
 from tests.support.inprocess import fake_endpoint

@@ -6,7 +6,7 @@ import orjson
 
 from executor.clock import clock_domain
 from executor.exchange.messages import OrderStamps
-from executor.exchange.stages import FireStamps, PerfToWall, stage_rows
+from executor.exchange.orders.stages import FireStamps, PerfToWall, stage_rows
 from executor.wire.protocol import WakeMessage
 from tests.support.inprocess import make_wake
 

@@ -12,8 +12,8 @@ import pytest
 import trio
 import trio.testing
 
-import executor.exchange.stream as stream_module
-from executor.exchange.stream import (
+import executor.exchange.stream.client as stream_module
+from executor.exchange.stream.client import (
     BACKOFF_FIRST_S,
     BACKOFF_MAX_S,
     StreamDown,
@@ -22,7 +22,7 @@ from executor.exchange.stream import (
     reconnect_delay_s,
     serve_stream,
 )
-from executor.exchange.stream_orders import StreamedOrders
+from executor.exchange.stream.orders import StreamedOrders
 
 NOMINAL_S = [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
 """The wait after the 1st, 2nd, ... failure in a row, before jitter."""

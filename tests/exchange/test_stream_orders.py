@@ -1,4 +1,4 @@
-"""What the stream's messages change (``executor.exchange.stream_orders``), without a socket.
+"""What the stream's messages change (``executor.exchange.stream.orders``), without a socket.
 
 A real :class:`Reconciler` follows one resting good_till_canceled order; its rows and the risk
 gate's fills go to lists. The messages are parsed from the published shapes (what the fake
@@ -18,8 +18,8 @@ import pytest
 import trio
 import trio.testing
 
-from executor.exchange.reconcile import Reconciler
-from executor.exchange.stream_messages import (
+from executor.exchange.follow.reconcile import Reconciler
+from executor.exchange.stream.messages import (
     OtherMessage,
     StreamFill,
     StreamMessageError,
@@ -28,7 +28,7 @@ from executor.exchange.stream_messages import (
     parse_stream_message,
     subscribe_command,
 )
-from executor.exchange.stream_orders import StreamedOrders, filled_row
+from executor.exchange.stream.orders import StreamedOrders, filled_row
 from executor.fake.orders import BookOrder
 from executor.fake.stream_messages import fill_message, user_order_message
 from executor.recording.rows import LatencyRow, OrderRow, OrderStatus, Stage

@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from structlog.testing import capture_logs
 
-from executor.exchange.transport import (
+from executor.exchange.orders.transport import (
     BALANCE_PATH,
     ORDER_PATH,
     ExchangeAmbiguous,

@@ -19,7 +19,12 @@ import pytest
 import trio
 
 from executor.clock import wall_ms
-from executor.exchange.transport import ExchangeEndpoint, OrderStamps, open_exchange, order_body
+from executor.exchange.orders.transport import (
+    ExchangeEndpoint,
+    OrderStamps,
+    open_exchange,
+    order_body,
+)
 from executor.fake.account import (
     ONE_ORDER_PATH,
     ORDER_PATH,

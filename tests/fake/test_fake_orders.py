@@ -19,9 +19,9 @@ import httpx
 import pytest
 import trio
 
-import executor.exchange.transport as transport_module
+import executor.exchange.orders.transport as transport_module
 from executor.clock import wall_ms
-from executor.exchange.transport import (
+from executor.exchange.orders.transport import (
     ORDERS_PATH,
     ExchangeAmbiguous,
     ExchangeClient,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from executor import file_lock
 from executor.recording import database_lock
 from executor.recording.database import TelemetryOpenError
 from executor.recording.database_lock import DatabaseLock, folder_write_error
+from executor.runtime import file_lock
 
 
 def test_a_second_holder_is_refused_until_the_first_releases(tmp_path: Path) -> None:

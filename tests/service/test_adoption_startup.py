@@ -20,9 +20,9 @@ import pytest
 import trio
 
 from executor.clock import wall_ms
-from executor.exchange.adoption import ADOPTED_MESSAGE
+from executor.exchange.follow.adoption import ADOPTED_MESSAGE
 from executor.exchange.messages import OrderStamps, order_body
-from executor.exchange.transport import ExchangeEndpoint, open_exchange
+from executor.exchange.orders.transport import ExchangeEndpoint, open_exchange
 from executor.recording.database import close_database, open_database
 from executor.recording.installation import load_installation
 from executor.signer import KalshiSigner

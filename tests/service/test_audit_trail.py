@@ -18,11 +18,11 @@ import trio
 from structlog.testing import capture_logs
 
 from executor.clock import clock_domain
+from executor.config.settings import ExchangeSettings, Settings
+from executor.config.sizing import SizingConfig
 from executor.decide.risk import RiskLimits
-from executor.decide.sizing import SizingConfig
 from executor.fake.exchange import ORDER_PATH, FakeCredentials, FakeExchange
-from executor.fire.assembly import order_path_factory
-from executor.settings import ExchangeSettings, Settings
+from executor.trading.assembly import order_path_factory
 from executor.wire.client import connect
 from executor.wire.protocol import WakeMessage
 from tests.support.inprocess import RunningServer, make_wake, start_server

@@ -8,11 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from executor.book_settings import BookSettings
-from executor.config import ConfigError
-from executor.decide.risk import RISK_ENV_VARS, RiskLimits
-from executor.fake.exchange import FakeCredentials
-from executor.settings import (
+from executor.config.book import BookSettings
+from executor.config.settings import (
     DEMO_BASE_URL,
     DEMO_STREAM_URL,
     PROD_BASE_URL,
@@ -20,6 +17,9 @@ from executor.settings import (
     add_exchange_arguments,
     load_settings,
 )
+from executor.config.variables import ConfigError
+from executor.decide.risk import RISK_ENV_VARS, RiskLimits
+from executor.fake.exchange import FakeCredentials
 
 
 def _args(*argv: str) -> argparse.Namespace:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from executor.config import KNOWN_VARIABLES, ConfigError, UnknownVariable
+from executor.config.settings import add_exchange_arguments, load_settings
+from executor.config.variables import KNOWN_VARIABLES, ConfigError, UnknownVariable
 from executor.fake.exchange import FakeCredentials
-from executor.settings import add_exchange_arguments, load_settings
 from tests.support.processes import Spawner
 
 EXECUTOR_SOURCE = Path(__file__).resolve().parents[2] / "executor"

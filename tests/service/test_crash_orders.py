@@ -40,8 +40,8 @@ from typing import Any
 import pytest
 import trio
 
+from executor.exchange.follow.lookup import ABSENCE_MARGIN_MS
 from executor.exchange.messages import order_body
-from executor.exchange.order_lookup import ABSENCE_MARGIN_MS
 from executor.fake.account import BookEvent
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault
 from executor.fake.orders import BookOrder

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.decide.risk_limits import RISK_ENV_VARS
+from executor.config.risk_limits import RISK_ENV_VARS
 from executor.recording.database import close_database, open_database
 from tests.support.dev import (
     DEV_SCRIPT,

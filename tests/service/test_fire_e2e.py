@@ -1,6 +1,6 @@
 """The executor with an exchange, end to end: wakes in, signed orders over TLS, rows out.
 
-Every executor here is the in-process server with the order path of ``executor.fire.assembly``,
+Every executor here is the in-process server with the order path of ``executor.trading.assembly``,
 trading
 against ``executor.fake.exchange`` on 127.0.0.1 over real TLS; rows are read back from SQLite.
 """
@@ -21,22 +21,22 @@ import pytest
 import trio
 
 from executor.clock import clock_domain
-from executor.config import StartupError
+from executor.config.settings import ExchangeSettings, Settings
+from executor.config.sizing import SizingConfig
+from executor.config.variables import StartupError
 from executor.decide.order_request import FireRequest, OrderTemplate
 from executor.decide.risk import RiskLimits
-from executor.decide.sizing import SizingConfig
-from executor.exchange.dispatcher import OrderDispatcher, OrderPolicy
-from executor.exchange.shadow_lane import SHADOW_LANE_CAPACITY
-from executor.exchange.stages import FireStamps
-from executor.exchange.transport import ORDER_PATH
+from executor.exchange.orders.dispatcher import OrderDispatcher, OrderPolicy
+from executor.exchange.orders.shadow_lane import SHADOW_LANE_CAPACITY
+from executor.exchange.orders.stages import FireStamps
+from executor.exchange.orders.transport import ORDER_PATH
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault, never_fill
-from executor.fire.assembly import order_path_factory
 from executor.fire.path import FirePath
 from executor.recording.rows import OrderStatus, Stage, latency_row
 from executor.server import ServerStatistics
-from executor.settings import ExchangeSettings, Settings
 from executor.signer import KalshiSigner
 from executor.telemetry import serve_telemetry
+from executor.trading.assembly import order_path_factory
 from executor.wire.client import connect
 from executor.wire.protocol import WakeMessage
 from tests.support.inprocess import RunningServer, make_wake, start_server

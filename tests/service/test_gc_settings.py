@@ -1,4 +1,4 @@
-"""The garbage collector's settings (``executor.gc_settings``, ``executor serve --gc``).
+"""The garbage collector's settings (``executor.runtime.gc_settings``, ``executor serve --gc``).
 
 A served executor freezes its start-up heap and collects young objects every
 ``YOUNG_THRESHOLD`` allocations; ``--gc python`` and an in-process server built with the default
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from executor.gc_settings import YOUNG_THRESHOLD, settle_heap
+from executor.runtime.gc_settings import YOUNG_THRESHOLD, settle_heap
 from executor.wire.protocol import encode_frame
 from tests.recording.test_metrics import scrape
 from tests.support.inprocess import make_wake, start_server

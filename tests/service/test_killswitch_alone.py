@@ -23,7 +23,7 @@ import pytest
 import trio
 
 from executor.exchange.messages import OrderStamps, order_body
-from executor.exchange.transport import ExchangeEndpoint, ExchangeError, open_exchange
+from executor.exchange.orders.transport import ExchangeEndpoint, ExchangeError, open_exchange
 from executor.signer import KalshiSigner
 from tests.service.test_reconcile_restart import listed_orders, order_rows
 from tests.support.inprocess import make_wake

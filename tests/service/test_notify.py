@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.notify import MAX_STATUS_CHARS, NOTIFY_SOCKET_ENV, ServiceNotifier
+from executor.runtime.notify import MAX_STATUS_CHARS, NOTIFY_SOCKET_ENV, ServiceNotifier
 from tests.support.processes import Spawner
 
 

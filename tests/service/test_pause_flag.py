@@ -11,9 +11,9 @@ import orjson
 import pytest
 import trio
 
-from executor.exchange.transport import ORDER_PATH
+from executor.config.settings import add_exchange_arguments, load_settings
+from executor.exchange.orders.transport import ORDER_PATH
 from executor.fake.exchange import FakeCredentials, FakeExchange
-from executor.settings import add_exchange_arguments, load_settings
 from executor.wire.client import connect
 from tests.service.test_fire_e2e import real_wake, settings_for, start_trading, wait_for_order
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.placement import Placement, PlacementError, allowed_cpus, parse_cpus
+from executor.runtime.placement import Placement, PlacementError, allowed_cpus, parse_cpus
 from executor.wire.protocol import WakeMessage
 from tests.support.inprocess import make_wake
 from tests.support.processes import (
@@ -171,7 +171,7 @@ def test_threads_started_after_placement_leave_the_loop_cpu() -> None:
     """A thread started after ``apply_placement`` runs its first line already off the loop CPU."""
     script = (
         "import os, threading\n"
-        "from executor.placement import Placement, allowed_cpus, apply_placement\n"
+        "from executor.runtime.placement import Placement, allowed_cpus, apply_placement\n"
         f"apply_placement(Placement.for_loop(frozenset({{{LOOP_CPU}}}), allowed_cpus()))\n"
         "seen = []\n"
         "thread = threading.Thread(target=lambda: seen.append(sorted(os.sched_getaffinity(0))))\n"

@@ -15,12 +15,12 @@ import pytest
 import trio
 from structlog.testing import capture_logs
 
-import executor.exchange.account as account_module
-import executor.exchange.order_lookup as order_lookup_module
-import executor.exchange.reconcile as reconcile_module
-import executor.exchange.transport as transport_module
+import executor.exchange.follow.account as account_module
+import executor.exchange.follow.lookup as order_lookup_module
+import executor.exchange.follow.reconcile as reconcile_module
+import executor.exchange.orders.transport as transport_module
 from executor.decide.risk import RiskLimits
-from executor.exchange.transport import ORDERS_PATH
+from executor.exchange.orders.transport import ORDERS_PATH
 from executor.fake.account import ORDER_EXISTS_CODE, ORDER_EXISTS_MESSAGE
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault, never_fill
 from executor.recording.metrics import ExecutorCollector

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import trio
 
-from executor.exchange.transport import ORDERS_PATH, ExchangeEndpoint, open_exchange
+from executor.exchange.orders.transport import ORDERS_PATH, ExchangeEndpoint, open_exchange
 from executor.recording.open_orders import RECONCILED_PREFIX
 from executor.signer import KalshiSigner
 from tests.support.inprocess import make_wake

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import trio
 import trio.testing
 
-from executor.signals import SIGNAL_ECHO_S, ShutdownSignals
+from executor.runtime.signals import SIGNAL_ECHO_S, ShutdownSignals
 
 INSIDE_ECHO_S = SIGNAL_ECHO_S / 10
 """A gap well inside the echo window."""

@@ -20,12 +20,12 @@ import orjson
 import pytest
 import trio
 
-import executor.exchange.account as account_module
-import executor.exchange.reconcile as reconcile_module
-import executor.exchange.stream as stream_module
-import executor.exchange.transport as transport_module
+import executor.exchange.follow.account as account_module
+import executor.exchange.follow.reconcile as reconcile_module
+import executor.exchange.orders.transport as transport_module
+import executor.exchange.stream.client as stream_module
 from executor.decide.risk import RiskLimits
-from executor.exchange.transport import ORDERS_PATH
+from executor.exchange.orders.transport import ORDERS_PATH
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault, serve_fake_exchange
 from executor.fake.stream_messages import user_order_message
 from executor.recording.open_orders import RECONCILED_PREFIX

@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 import trio
 
-import executor.exchange.order_lookup as order_lookup_module
-import executor.exchange.reconcile as reconcile_module
-import executor.exchange.transport as transport_module
+import executor.exchange.follow.lookup as order_lookup_module
+import executor.exchange.follow.reconcile as reconcile_module
+import executor.exchange.orders.transport as transport_module
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault
-from executor.fire.assembly import order_path_factory
 from executor.recording.database import close_database, open_database
 from executor.recording.rows import HeartbeatRow
 from executor.recording.sqlite_writer import write_batch
 from executor.stats.command import stats_main
+from executor.trading.assembly import order_path_factory
 from executor.wire.client import connect
 from tests.service.test_fire_e2e import query, real_wake, settings_for
 from tests.support.inprocess import start_server

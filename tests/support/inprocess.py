@@ -8,7 +8,7 @@ from typing import Any
 
 import trio
 
-from executor.exchange.transport import ExchangeEndpoint
+from executor.exchange.orders.transport import ExchangeEndpoint
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.fire.path import FirePath
 from executor.server import ExecutorServer, ServerConfig

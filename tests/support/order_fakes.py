@@ -16,14 +16,14 @@ import orjson
 import trio
 
 from executor.clock import clock_domain
+from executor.config.sizing import SizingConfig
 from executor.decide.killswitch import KillSwitch
 from executor.decide.risk import RiskGate
-from executor.decide.sizing import SizingConfig
-from executor.exchange.account import AccountState
-from executor.exchange.dispatcher import OrderDispatcher, OrderPolicy
-from executor.exchange.shadow_lane import SHADOW_LANE_CAPACITY, ShadowLane
-from executor.exchange.stages import PerfToWall
-from executor.exchange.transport import OrderStamps
+from executor.exchange.follow.account import AccountState
+from executor.exchange.orders.dispatcher import OrderDispatcher, OrderPolicy
+from executor.exchange.orders.shadow_lane import SHADOW_LANE_CAPACITY, ShadowLane
+from executor.exchange.orders.stages import PerfToWall
+from executor.exchange.orders.transport import OrderStamps
 from executor.fire.path import FirePath, OrderPath
 from executor.recording.intent_journal import RecordFields, decode_record, frame_record
 from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow

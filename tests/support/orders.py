@@ -10,7 +10,7 @@ from typing import Any
 import trio
 
 from executor.exchange.messages import OrderSpec
-from executor.exchange.transport import ExchangeClient, open_exchange
+from executor.exchange.orders.transport import ExchangeClient, open_exchange
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from tests.support.inprocess import fake_endpoint
 

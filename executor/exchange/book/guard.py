@@ -1,0 +1,304 @@
+"""The book guard: a running executor's halt carried to the exchange's book.
+
+The kill switch and the audit trail stop real fires inside this process (the decision refuses
+them). The guard makes the exchange hold the same line, in one task beside the account poll:
+
+- **the kill switch engages**: with ``--cancel-resting-on-engage`` (on by default when orders rest,
+  i.e. good_till_canceled) the resting orders this executor follows are cancelled with the V2
+  batch cancel (``executor.exchange.book.cancels``; each cancel ends in the order's row), then the
+  order group is triggered (the exchange cancels whatever of the group still rests, an order in
+  flight included, and rejects new ones). With the flag explicitly off and orders that rest, neither
+  happens: the operator asked for the book to be left alone. Released: the group is reset.
+- **the audit trail becomes unavailable**: the group is triggered (what rests cannot have its end
+  recorded, so it should not rest); recovered: reset, unless the switch is still engaged.
+- **an orderly shutdown** with ``--cancel-resting-on-exit``: the resting orders are cancelled
+  (:meth:`BookGuard.cancel_at_exit`, after the fires are done, before telemetry closes).
+
+The guard looks every ``LOOK_INTERVAL_S`` and at once when :meth:`BookGuard.notify` is called
+(every audit-trail transition calls it, through :meth:`BookGuard.hear_audit`); a trigger or reset
+the exchange refused is asked again at the next look, a cancel at most once per order per
+engagement.
+
+Between a halt's end (the trail written again, the switch released) and the group's reset there
+is a round trip to the exchange, and the exchange rejects every order of a triggered group. A
+real fire decided in that window waits for the reset (:meth:`BookGuard.wait_group_open`, at most
+``GROUP_OPEN_WAIT_S``) rather than be sent to a certain rejection.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Final, Protocol
+
+import structlog
+import trio
+
+from executor.clock import wall_ms
+from executor.config.settings import ExchangeSettings
+from executor.config.variables import StartupError
+from executor.decide.killswitch import KillSwitch
+from executor.exchange.book.cancels import BookWriter, cancel_resting
+from executor.exchange.book.order_group import OrderGroup, create_order_group
+from executor.exchange.follow.reconcile import Reconciler
+from executor.exchange.follow.reconcile_terms import OrderRowSink
+from executor.exchange.messages import GOOD_TILL_CANCELED, ExchangeError
+from executor.recording.audit_trail import AuditTransition
+from executor.recording.database import TelemetryOpenError
+from executor.recording.order_groups import RecordedGroup, record_order_group
+from executor.recording.rows import OrderRow
+
+log = structlog.get_logger()
+
+LOOK_INTERVAL_S: Final = 0.5
+"""Seconds between looks at the switch and the audit trail: an engage reaches the exchange within
+the switch's own cache time (1 s by default) plus this. Reading the switch costs microseconds."""
+
+EXIT_CANCEL_TIMEOUT_S: Final = 5.0
+"""Longest the shutdown's cancels may take (seconds, shielded): a batch or two and their rows;
+the order budget of DISPATCH.md §5 for each, with room. A guess."""
+
+GROUP_OPEN_WAIT_S: Final = 2 * LOOK_INTERVAL_S
+"""Longest a real fire waits for the group's reset once no halt holds (seconds): the look that
+hears of the halt's end, and one more should the exchange refuse the first reset."""
+
+AUDIT_UNAVAILABLE: Final = "audit trail unavailable"
+
+
+class AuditState(Protocol):
+    """Whether order rows can be written (``executor.telemetry.Telemetry``)."""
+
+    @property
+    def audit_available(self) -> bool: ...
+
+
+class BookGuard:
+    """Keeps the exchange's side of a halt in step with this executor's.
+
+    Args:
+        writer: signed writes and reads (the transport).
+        reconciler: follows the resting orders (whose rows a cancel ends).
+        sink: where the cancelled rows go (telemetry).
+        group: the order group, or None when there is none.
+        kill_switch: the switch, or None.
+        audit: the audit trail's state, or None (never unavailable).
+        cancel_on_engage: cancel resting orders when the switch engages.
+        trigger_on_engage: trigger the group when the switch engages.
+
+    Attributes:
+        cancels_sent / cancels_failed: orders named in batch cancels, and those not cancelled.
+        looks: looks finished so far.
+    """
+
+    def __init__(
+        self,
+        writer: BookWriter,
+        reconciler: Reconciler,
+        sink: OrderRowSink,
+        *,
+        group: OrderGroup | None,
+        kill_switch: KillSwitch | None,
+        audit: AuditState | None,
+        cancel_on_engage: bool,
+        trigger_on_engage: bool,
+    ) -> None:
+        self._writer = writer
+        self._reconciler = reconciler
+        self._sink = sink
+        self.group = group
+        self._kill_switch = kill_switch
+        self._audit = audit
+        self.cancel_on_engage = cancel_on_engage
+        self.trigger_on_engage = trigger_on_engage
+        self.cancels_sent = 0
+        self.cancels_failed = 0
+        self.looks = 0
+        self._asked: set[str] = set()
+        self._wake = trio.Event()
+        self._looked = trio.Event()
+
+    @property
+    def group_triggered(self) -> bool:
+        """Whether the order group stands triggered (as this executor last set it)."""
+        return self.group is not None and self.group.triggered
+
+    def notify(self) -> None:
+        """Look again now (a state the guard follows may have changed). Never checkpoints."""
+        self._wake.set()
+
+    async def wait_group_open(self, timeout_s: float = GROUP_OPEN_WAIT_S) -> bool:
+        """Wait, at most ``timeout_s``, until the group is not triggered (asking for a look
+        now); whether it is open. Returns at once when it already is.
+
+        Only a look that finds no halt resets the group: a caller waits here only after its own
+        decision found none (the switch released, the trail available).
+        """
+        with trio.move_on_after(timeout_s):
+            while self.group_triggered:
+                looked = self._looked
+                self.notify()
+                await looked.wait()
+        return not self.group_triggered
+
+    def hear_audit(self, transition: AuditTransition) -> None:
+        """An audit-trail transition (``AuditTrailState.on_change``): look at once, so the group
+        is triggered when the trail goes down and reset when it returns without waiting for the
+        next ``LOOK_INTERVAL_S``. Never checkpoints."""
+        self.notify()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Look now, report started, then look every ``LOOK_INTERVAL_S`` until cancelled."""
+        await self._look_contained()
+        task_status.started()
+        while True:
+            with trio.move_on_after(LOOK_INTERVAL_S):
+                await self._wake.wait()
+            self._wake = trio.Event()
+            await self._look_contained()
+
+    async def _look_contained(self) -> None:
+        # A bug in one look must not end the order path: logged, and the next look tries again.
+        try:
+            await self.look()
+        except Exception:
+            log.exception("book guard look failed")
+        finally:
+            self._looked.set()  # whoever waits for a look (wait_group_open) sees its result
+            self._looked = trio.Event()
+
+    async def look(self) -> None:
+        """One look: cancel what must be cancelled, then trigger or reset the group as needed.
+
+        Cancellation: a request cut short may have reached the exchange; the next look asks
+        again what the state still needs.
+        """
+        reason = None if self._kill_switch is None else self._kill_switch.engaged_reason()
+        if reason is None:
+            self._asked.clear()
+        elif self.cancel_on_engage:
+            await self._cancel_new_resting(f"kill switch engaged: {reason}")
+        audit_down = self._audit is not None and not self._audit.audit_available
+        halt = AUDIT_UNAVAILABLE if audit_down else None
+        if reason is not None and self.trigger_on_engage:
+            halt = f"kill switch engaged: {reason}"
+        group = self.group
+        if group is not None and halt is not None and not group.triggered:
+            await group.trigger(halt)
+        elif group is not None and halt is None and group.triggered:
+            await group.reset("kill switch released and audit trail available")
+        self.looks += 1
+
+    async def cancel_at_exit(self) -> None:
+        """Cancel every resting order followed (``--cancel-resting-on-exit``), bounded.
+
+        Cancellation: shielded for at most ``EXIT_CANCEL_TIMEOUT_S`` (the shutdown that calls it is
+        itself a cancellation); what is not done by then stays on the book for the next start.
+        """
+        with trio.move_on_after(EXIT_CANCEL_TIMEOUT_S, shield=True):
+            await self._cancel(list(self._reconciler.followed.values()), "executor shutdown")
+
+    async def _cancel_new_resting(self, reason: str) -> None:
+        followed = self._reconciler.followed.values()
+        rows = [row for row in followed if row.client_order_id not in self._asked]
+        self._asked.update(row.client_order_id for row in rows if row.kalshi_order_id)
+        await self._cancel(rows, reason)
+
+    async def _cancel(self, rows: list[OrderRow], reason: str) -> None:
+        if not rows:
+            return
+        sink = _Settling(self._reconciler, self._sink)
+        report = await cancel_resting(self._writer, rows, sink, reason=reason)
+        self.cancels_sent += report.sent
+        self.cancels_failed += report.failed
+
+
+class _Settling:
+    """Hands a cancelled order's row on only after the reconciler stops following it, with no
+    checkpoint between: the stream's own report of the cancel, arriving while the row is queued,
+    then finds the order no longer followed and leaves the row to say why it ended."""
+
+    def __init__(self, reconciler: Reconciler, sink: OrderRowSink) -> None:
+        self._reconciler = reconciler
+        self._sink = sink
+
+    async def record_order(self, row: OrderRow, *, timeout_s: float = 2.0) -> None:
+        self._reconciler.followed.pop(row.client_order_id, None)
+        self._reconciler.follow(row)  # followed on only if it somehow still rests
+        await self._sink.record_order(row, timeout_s=timeout_s)
+
+
+async def create_run_group(exchange: ExchangeSettings, writer: BookWriter) -> OrderGroup | None:
+    """This run's order group, created on the exchange (None when
+    ``KALSHI_ORDER_GROUP_CONTRACTS_LIMIT`` is 0). Stage one: before the database exists.
+
+    Raises:
+        StartupError: the exchange refused the group.
+    """
+    limit = exchange.book.order_group_contracts_limit
+    if limit <= 0:
+        log.warning("no order group (KALSHI_ORDER_GROUP_CONTRACTS_LIMIT=0): no exchange-side halt")
+        return None
+    try:
+        group_id = await create_order_group(writer, limit)
+    except ExchangeError as error:
+        raise StartupError(f"the exchange would not create an order group: {error}") from None
+    log.info("order group created", order_group_id=group_id, contracts_limit=limit)
+    return OrderGroup(writer, group_id, limit)
+
+
+async def record_run_group(group: OrderGroup | None, base_url: str, telemetry_db: Path) -> None:
+    """Commit the group's row before any order can go into it, so ``executor killswitch engage``
+    run alone finds it. Stage two: after the database is proven writable.
+
+    Raises:
+        StartupError: the database would not take the row.
+    """
+    if group is None:
+        return
+    recorded = RecordedGroup(
+        group.order_group_id, base_url, group.contracts_limit, wall_ms(), os.getpid()
+    )
+    try:
+        await trio.to_thread.run_sync(record_order_group, telemetry_db, recorded)
+    except (TelemetryOpenError, sqlite3.Error) as error:
+        raise StartupError(
+            f"order group {group.order_group_id} not recorded in {telemetry_db}: {error}"
+        ) from None
+
+
+def book_guard(
+    exchange: ExchangeSettings,
+    writer: BookWriter,
+    reconciler: Reconciler,
+    sink: OrderRowSink,
+    group: OrderGroup | None,
+    kill_switch: KillSwitch | None,
+    audit: AuditState | None,
+) -> BookGuard:
+    """The guard for these settings (what an engage cancels and triggers: the module docstring)."""
+    book, resting = exchange.book, exchange.time_in_force == GOOD_TILL_CANCELED
+    cancel = book.cancel_resting_on_engage
+    cancel_on_engage = resting if cancel is None else cancel
+    return BookGuard(
+        writer,
+        reconciler,
+        sink,
+        group=group,
+        kill_switch=kill_switch,
+        audit=audit,
+        cancel_on_engage=cancel_on_engage,
+        trigger_on_engage=cancel_on_engage or not resting,
+    )
+
+
+__all__ = [
+    "EXIT_CANCEL_TIMEOUT_S",
+    "GROUP_OPEN_WAIT_S",
+    "LOOK_INTERVAL_S",
+    "AuditState",
+    "BookGuard",
+    "book_guard",
+    "create_run_group",
+    "record_run_group",
+]

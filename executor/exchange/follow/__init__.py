@@ -1,0 +1,8 @@
+"""Following orders to their end: lookups (``lookup``, ``lookup_try``), reconciliation
+(``reconcile``, ``reconcile_terms``), follow-up of resting orders (``follow_up``), adoption of
+orders this installation placed but has no row for (``adoption``), and the account poll
+(``account``).
+
+May import the exchange's face (messages, protocols, the REST reader), recording and the
+foundation; never the order path, the stream or the book.
+"""

@@ -1,0 +1,381 @@
+"""Assembling the order path of an executor with an exchange, and taking it down in order.
+
+Two stages, so that everything about the exchange that can fail is found before the database
+exists (a refused start leaves no file behind):
+
+- stage one, :func:`~executor.trading.exchange_side.open_exchange_side` (``executor.fire.
+  exchange_side``): the fake exchange if asked, the key, the pre-warmed client and the signing
+  workers, entered by the server after the socket is claimed and before the database is opened,
+  left last.
+- stage two, :func:`open_order_path`, entered after telemetry is open (and the database proven
+  writable) and before the socket is published, left after the fires nursery is done, before
+  telemetry closes. In order: this installation's ``client_order_id`` prefix
+  (``executor.recording.installation``), adoption of the orders the exchange has from it with no
+  row (``executor.exchange.follow.adoption``; committed first), reconciliation of the rows earlier
+  runs left open, from as far back as the exchange lists orders
+  (``executor.exchange.follow.reconcile``; the corrections committed next; the intent journal's rows
+  were replayed when telemetry opened), the risk gate's warm start from the corrected
+  ``orders_fired`` (a worker thread), the shadow lane (closed and drained at exit) and the pollers
+  (the account poll, first poll before serving, later polls also following every open order, only
+  those of unknown outcome while the exchange's stream is trusted; the heartbeat; the stream,
+  ``executor.exchange.stream.client``, unless ``--stream off``; the book guard,
+  ``executor.exchange.book.guard``, which carries a kill-switch engage or an audit outage to the
+  exchange's book, after this run's order group is recorded in the database; later adoption passes,
+  also after every audit outage).
+
+:class:`OrderPathFactory` is what the server is given: the two stages, in the order it enters them.
+Every start-up failure is one :class:`~executor.config.variables.StartupError` line. Exit order:
+pollers cancelled, shadow lane drained, telemetry closed by the server, then the client, the signing
+worker and the fake exchange, so in-flight orders have finished (and queued their resolution rows)
+before the client goes, and the rows are all queued before the server closes telemetry.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from pathlib import Path
+
+import structlog
+import trio
+
+from executor.clock import clock_domain, wall_ms
+from executor.config.settings import Settings
+from executor.decide.killswitch import KillSwitch
+from executor.decide.risk import RiskGate
+from executor.exchange.book.guard import BookGuard, book_guard, record_run_group
+from executor.exchange.follow.account import (
+    HEARTBEAT_INTERVAL_S,
+    HEARTBEAT_PROCESS,
+    AccountState,
+    heartbeat_process_for,
+    serve_account,
+    serve_heartbeats,
+)
+from executor.exchange.follow.adoption import Adopter, adopt_at_startup, tell_risk_gate
+from executor.exchange.follow.reconcile import CollectedRows, Reconciler
+from executor.exchange.orders.dispatcher import OrderDispatcher, OrderPolicy
+from executor.exchange.orders.shadow_lane import ShadowLane
+from executor.exchange.orders.stages import PerfToWall
+from executor.exchange.orders.transport import ExchangeClient
+from executor.exchange.rest import tls_context
+from executor.exchange.stream.client import (
+    StreamEndpoint,
+    StreamState,
+    poll_unless_streaming,
+    serve_stream,
+    stream_url_of,
+)
+from executor.exchange.stream.orders import StreamedOrders
+from executor.fire.path import FirePath, OrderPath
+from executor.recording.audit_trail import AuditTransition
+from executor.recording.installation import ClientOrderIds, load_installation
+from executor.recording.open_orders import LIVE_WINDOW_MS, load_open_orders, write_corrections
+from executor.recording.recent_orders import load_recent_orders
+from executor.recording.rows import OrderRow
+from executor.signer import KalshiSigner
+from executor.telemetry import Telemetry, row_fields
+from executor.trading.exchange_side import ExchangeSide, open_exchange_side, silent
+
+log = structlog.get_logger()
+
+
+class OrderPathFactory:
+    """What the server is given: the two stages of the order path, in the order it enters them.
+
+    ``exchange_side()`` first (before the database is opened), then ``factory(telemetry)`` (after);
+    called alone, ``factory(telemetry)`` opens the exchange side itself.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        telemetry_db: Path,
+        kill_switch: KillSwitch | None,
+        signer: KalshiSigner | None = None,
+        announce: Callable[[str], None] | None = None,
+        socket_path: Path | None = None,
+    ) -> None:
+        self.settings = settings
+        self.telemetry_db = telemetry_db
+        self.kill_switch = kill_switch
+        self.signer = signer
+        self.announce = announce
+        self.heartbeat_interval_s = HEARTBEAT_INTERVAL_S
+        """Seconds between heartbeat rows (a test shortens it: a heartbeat that is written is
+        what ends an audit-trail outage)."""
+        self.heartbeat_process = (
+            HEARTBEAT_PROCESS if socket_path is None else heartbeat_process_for(socket_path)
+        )
+        """The heartbeat row's ``process``: the instance, named by its socket."""
+        self._side: ExchangeSide | None = None
+
+    @asynccontextmanager
+    async def exchange_side(self) -> AsyncIterator[ExchangeSide]:
+        """Stage one (:func:`open_exchange_side`), kept for the second stage to use."""
+        async with open_exchange_side(
+            self.settings, signer=self.signer, announce=self.announce
+        ) as side:
+            self._side = side
+            try:
+                yield side
+            finally:
+                self._side = None
+
+    def __call__(self, telemetry: Telemetry) -> AbstractAsyncContextManager[FirePath]:
+        """Stage two (:func:`open_order_path`) over the exchange side, if one is open."""
+        return open_order_path(
+            self.settings,
+            telemetry,
+            telemetry_db=self.telemetry_db,
+            kill_switch=self.kill_switch,
+            signer=self.signer,
+            announce=self.announce,
+            side=self._side,
+            heartbeat_interval_s=self.heartbeat_interval_s,
+            heartbeat_process=self.heartbeat_process,
+        )
+
+
+def order_path_factory(
+    settings: Settings,
+    *,
+    telemetry_db: Path,
+    kill_switch: KillSwitch | None,
+    signer: KalshiSigner | None = None,
+    announce: Callable[[str], None] | None = None,
+    socket_path: Path | None = None,
+) -> OrderPathFactory:
+    """The server's factory for ``settings`` (mode fake or real), its heartbeats named by
+    ``socket_path``."""
+    return OrderPathFactory(
+        settings,
+        telemetry_db=telemetry_db,
+        kill_switch=kill_switch,
+        signer=signer,
+        announce=announce,
+        socket_path=socket_path,
+    )
+
+
+@asynccontextmanager
+async def open_order_path(
+    settings: Settings,
+    telemetry: Telemetry,
+    *,
+    telemetry_db: Path,
+    kill_switch: KillSwitch | None,
+    signer: KalshiSigner | None = None,
+    announce: Callable[[str], None] | None = None,
+    side: ExchangeSide | None = None,
+    heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
+    heartbeat_process: str = HEARTBEAT_PROCESS,
+) -> AsyncIterator[FirePath]:
+    """Start everything real fires need and yield the fire path; take it down in order on exit.
+
+    ``side`` is the exchange end opened before the database; None opens one here (first).
+    ``announce``, when given, is told each start-up step as it begins, in words (the service
+    manager's ``STATUS=`` line, ``executor.runtime.notify``).
+
+    Raises:
+        StartupError: before yielding, when the key, the exchange or the fake cannot be set up.
+
+    Cancellation: on exit the shadow lane finishes the jobs it holds (no network I/O); an
+    exchange side opened here is closed after it.
+    """
+    step = announce or silent
+    async with AsyncExitStack() as stack:
+        if side is None:
+            side = await stack.enter_async_context(
+                open_exchange_side(settings, signer=signer, announce=announce)
+            )
+        client = side.client
+        run_started_ms = wall_ms()
+        installation = await trio.to_thread.run_sync(
+            load_installation, telemetry_db, run_started_ms
+        )
+        journal = telemetry.journal
+        adopter = Adopter(
+            client,
+            installation.ids,
+            telemetry_db,
+            time_in_force=settings.exchange.time_in_force,
+            self_trade_prevention_type=settings.exchange.self_trade_prevention_type,
+            run_started_ms=run_started_ms,
+            adopt_since_ms=installation.adopt_since_ms,
+            in_flight=journal.outstanding if journal is not None else frozenset,
+        )
+        if not installation.created:  # a new prefix cannot be on the exchange yet
+            step("adopting the exchange's orders of this installation that have no row")
+            await adopt_at_startup(adopter, telemetry_db)
+        reconciler = Reconciler(client, telemetry)
+        step("reconciling the orders earlier runs left unresolved")
+        await _reconcile_earlier_runs(reconciler, telemetry_db)
+        step("warm-starting the risk gate from orders_fired")
+        risk = await _warm_risk_gate(settings, telemetry_db)
+        reconciler.fills = risk
+        stream = StreamedOrders(reconciler, telemetry) if settings.exchange.stream else None
+        reconciler.feed = stream
+        await record_run_group(side.group, side.endpoint.base_url, telemetry_db)
+        writer = client.rest
+        guard = book_guard(
+            settings.exchange, writer, reconciler, telemetry, side.group, kill_switch, telemetry
+        )
+        fire_path = _fire_path(
+            settings,
+            telemetry,
+            kill_switch,
+            client,
+            risk,
+            reconciler,
+            guard,
+            stream,
+            ids=installation.ids,
+            adopter=adopter,
+        )
+        orders = fire_path.orders
+        assert orders is not None
+
+        def adopted_later(row: OrderRow) -> None:
+            tell_risk_gate(risk, row)
+            reconciler.follow(row)
+
+        def outage_ended(transition: AuditTransition) -> None:
+            if transition.available:
+                adopter.request_pass()
+
+        telemetry.audit_trail.on_change(outage_ended)
+        telemetry.audit_trail.on_change(guard.hear_audit)
+        async with trio.open_nursery() as lane_nursery:
+            await lane_nursery.start(orders.lane.run)
+            try:
+                async with trio.open_nursery() as pollers:
+                    step("polling the account (balance, positions)")
+                    follow_resting = poll_unless_streaming(stream, reconciler)
+                    await pollers.start(
+                        functools.partial(serve_account, follow_resting=follow_resting),
+                        client,
+                        orders.account,
+                        risk,
+                    )
+                    await pollers.start(
+                        functools.partial(
+                            serve_heartbeats,
+                            telemetry,
+                            lambda: telemetry.statistics().queued,
+                            lambda: _dropped_rows(telemetry),
+                            interval_s=heartbeat_interval_s,
+                            process=heartbeat_process,
+                            lookups_unknown=lambda: reconciler.lookups_unknown,
+                        )
+                    )
+                    if stream is not None and orders.stream_state is not None:
+                        step("connecting the exchange's stream (fills, order updates)")
+                        endpoint = await _stream_endpoint(settings, side)
+                        await pollers.start(serve_stream, endpoint, stream, orders.stream_state)
+                    await pollers.start(guard.run)
+                    await pollers.start(adopter.serve, telemetry, adopted_later)
+                    try:
+                        yield fire_path
+                    finally:
+                        if settings.exchange.book.cancel_resting_on_exit:
+                            await guard.cancel_at_exit()
+                        pollers.cancel_scope.cancel()
+            finally:
+                orders.lane.close()
+
+
+def _fire_path(
+    settings: Settings,
+    telemetry: Telemetry,
+    kill_switch: KillSwitch | None,
+    client: ExchangeClient,
+    risk: RiskGate | None,
+    reconciler: Reconciler,
+    guard: BookGuard,
+    stream: StreamedOrders | None = None,
+    *,
+    ids: ClientOrderIds,
+    adopter: Adopter,
+) -> FirePath:
+    exchange = settings.exchange
+    policy = OrderPolicy(
+        time_in_force=exchange.time_in_force,
+        self_trade_prevention_type=exchange.self_trade_prevention_type,
+        # The production guard is about the real exchange; the fake is never production.
+        environment=exchange.environment if exchange.mode == "real" else "demo",
+        allow_production=exchange.allow_production,
+        cancel_order_on_pause=exchange.book.cancel_order_on_pause,
+        order_group_id=None if guard.group is None else guard.group.order_group_id,
+    )
+    orders = OrderPath(
+        dispatcher=OrderDispatcher(client, telemetry, policy, reconciler, ids),
+        sink=telemetry,
+        lane=ShadowLane(client, presigned=client.place_shadow_now),
+        sizing=settings.sizing,
+        risk=risk,
+        account=AccountState(),
+        clock=PerfToWall(),
+        clock_domain=clock_domain(),
+        audit=telemetry,
+        stream=stream,
+        stream_state=None if stream is None else StreamState(),
+        book=guard,
+        adopter=adopter,
+    )
+    return FirePath(
+        kill_switch=kill_switch,
+        contract_count=settings.sizing.fixed_contract_count,
+        orders=orders,
+    )
+
+
+async def _stream_endpoint(settings: Settings, side: ExchangeSide) -> StreamEndpoint:
+    """The stream's URL (the configured one, else on the REST host) and the side's key and CA."""
+    endpoint = side.endpoint
+    context = await trio.to_thread.run_sync(tls_context, endpoint.ca_file)
+    url = settings.exchange.stream_url or stream_url_of(endpoint.base_url)
+    return StreamEndpoint(url, endpoint.key_id, endpoint.signer.sign, context)
+
+
+async def _reconcile_earlier_runs(reconciler: Reconciler, telemetry_db: Path) -> None:
+    """Resolve the rows earlier runs left unresolved, committed before the warm start reads.
+
+    Blocking reads and the one commit run in worker threads. A correction that cannot be
+    committed is logged with its row; the row keeps its marker for the next start-up.
+    """
+    since_ms = wall_ms() - LIVE_WINDOW_MS  # as far back as the exchange's listing covers
+    rows = await trio.to_thread.run_sync(load_open_orders, telemetry_db, since_ms)
+    collected = CollectedRows()
+    await reconciler.reconcile_at_startup(rows, sink=collected)
+    if not collected.rows:
+        return
+    outcome = await trio.to_thread.run_sync(write_corrections, telemetry_db, collected.rows)
+    for row, error in outcome.order_failures:
+        log.error("start-up correction not written", row=row_fields(row), error=error)
+
+
+async def _warm_risk_gate(settings: Settings, telemetry_db: Path) -> RiskGate | None:
+    """The risk gate, warm-started from the last 24 h of ``orders_fired`` (None when disabled)."""
+    if not settings.risk_enabled:
+        log.warning("risk gate disabled (KALSHI_RISK_GATE_ENABLED)")
+        return None
+    allowed = settings.allowed_exchange_indexes
+    gate = RiskGate(settings.risk_limits, allowed)
+    past = await trio.to_thread.run_sync(load_recent_orders, telemetry_db, wall_ms())
+    gate.warm_start(past)
+    log.info("risk gate warm", past_orders=len(past), allowed_exchange_indexes=sorted(allowed))
+    return gate
+
+
+def _dropped_rows(telemetry: Telemetry) -> int:
+    """Every telemetry row dropped so far, whatever the reason (the heartbeat's figure)."""
+    stats = telemetry.statistics()
+    return (
+        stats.dropped_ring_full
+        + stats.dropped_oversized_id
+        + stats.dropped_write_failed
+        + int(getattr(stats, "order_rows_dropped", 0))
+    )
