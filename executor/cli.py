@@ -355,12 +355,7 @@ def _serve(args: argparse.Namespace) -> int:
     if startup_error is not None:
         print(f"executor: error: {startup_error}", file=sys.stderr)
         return exit_status(startup_error)
-    statistics = server.statistics()
-    print(
-        f"{statistics.counters_line()} log_dropped={logs.dropped_count()}"
-        f" {statistics.later_counters()}",
-        file=sys.stderr,
-    )
+    print(server.statistics().exit_line(), file=sys.stderr)
     print(server.telemetry.statistics().exit_line(), file=sys.stderr)
     return 0
 

@@ -16,7 +16,6 @@ record, fire) is ``executor.wire.connection``; the signals task is ``executor.ru
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import os
 from contextlib import AbstractAsyncContextManager
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Final
 import structlog
 import trio
 
+from executor import logs
 from executor.config.variables import StartupError
 from executor.fire.keep_warm import KeepWarm
 from executor.fire.path import FireOutcome, FirePath, FireRest
@@ -130,9 +130,9 @@ class ExecutorServer:
     # ---------------------------------------------------------------- public surface
 
     def statistics(self) -> ServerStatistics:
-        """A consistent snapshot of the frame and fire counters."""
+        """A consistent snapshot of every counter of ``SERVER_COUNTERS``: the server's own, the
+        fire path's (with the order path's it carries) and the log pipeline's."""
         counters = self._counters
-        fires = self._fire_path.counters()
         frames = counters.frames
         return ServerStatistics(
             frames=frames.frames,
@@ -144,8 +144,8 @@ class ExecutorServer:
             oversized_frames=frames.oversized_frames,
             connections_opened=counters.connections_opened,
             connections_open=counters.connections_open,
-            # Every fire-path counter is a server counter of the same name.
-            **dataclasses.asdict(fires),
+            log_dropped=logs.dropped_count(),
+            **self._fire_path.counters().as_dict(),
         )
 
     @property

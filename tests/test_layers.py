@@ -241,8 +241,28 @@ def test_the_walk_sees_every_kind_of_import_in_the_executor() -> None:
     assert "executor.telemetry" in graph["executor.wire.connection"]  # top level
     assert "executor.stats.command" in graph["executor.main"]  # inside main()
     assert "executor.trading.assembly" in graph["executor.server"]  # under TYPE_CHECKING only
-    assert "executor.logs" in graph["executor.recording.metrics"]  # from executor import logs
+    assert "executor.logs" in graph["executor.server"]  # from executor import logs
     assert len(graph) > 40  # the walk found the package, not an empty folder
+
+
+def test_the_fire_path_imports_no_room_only_to_gather_its_counters() -> None:
+    """The order path's counters are gathered by the composition root: the fire path imports
+    neither the account poll, adoption, nor the stream."""
+    graph = import_graph(PACKAGE_ROOT)
+    fire = {
+        target
+        for module in graph
+        if module.startswith("executor.fire.")
+        for target in graph[module]
+    }
+    gatherers = {
+        "executor.exchange.follow.account",
+        "executor.exchange.follow.adoption",
+        "executor.exchange.stream.client",
+        "executor.exchange.stream.orders",
+    }
+    assert fire & gatherers == set()
+    assert gatherers <= graph["executor.trading.counters"] | graph["executor.trading.assembly"]
 
 
 # ---------------------------------------------------------------- the checker's negative twins

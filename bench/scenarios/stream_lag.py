@@ -54,6 +54,7 @@ from executor.config.settings import ExchangeSettings, Settings
 from executor.config.sizing import SizingConfig
 from executor.decide.risk import RiskLimits
 from executor.exchange.follow.reconcile_terms import FillRecorder, OrderRowSink
+from executor.exchange.stream.orders import StreamedOrders
 from executor.fake.exchange import FakeCredentials, FakeExchange, serve_fake_exchange
 from executor.logs import start_logging, stop_logging
 from executor.recording.rows import OrderRow, OrderStatus, TelemetryRow
@@ -179,9 +180,10 @@ async def measure(samples: int, directory: Path) -> list[dict[str, float]]:
             async with open_order_path(
                 settings, telemetry, telemetry_db=db_path, kill_switch=None
             ) as fire_path:
-                assert fire_path.orders is not None and fire_path.orders.stream is not None
-                stream = fire_path.orders.stream
-                reconciler = stream.reconciler
+                assert fire_path.orders is not None
+                reconciler = fire_path.orders.dispatcher.reconciler
+                assert reconciler is not None and isinstance(reconciler.feed, StreamedOrders)
+                stream = reconciler.feed
                 assert reconciler.fills is not None
                 reconciler.fills = GateProbe(reconciler.fills, probe)
                 reconciler.sink = SinkProbe(reconciler.sink, probe)

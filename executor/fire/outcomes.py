@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from typing import Final, Protocol
 
 from executor.decide.decision import Refusal, RefusalKind
 from executor.logs import RateLimitedWarning
+from executor.recording.counter_list import ORDER_PATH_OWNERS, SERVER_COUNTERS, Owner
+from executor.recording.counters import CounterValues
 from executor.wire.protocol import WakeMessage
 
 
@@ -26,61 +27,22 @@ class FireOutcome(enum.Enum):
     SHADOW_SKIPPED = "shadow_skipped"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class FireCounters:
-    """Outcomes of the fires a ``FirePath`` has handled (DISPATCH.md §1 defines each)."""
-
-    fired: int
-    refused_price: int
-    refused_kill_switch: int
-    refused_volume: int = 0
-    refused_risk: int = 0
-    refused_permission: int = 0
-    dispatch_errors: int = 0
-    shadow_skipped: int = 0
-    reconciled: int = 0
-    """Orders of unknown outcome the exchange had (their rows corrected; start-up's included)."""
-    reconcile_failed: int = 0
-    """Orders of unknown outcome the exchange does not have, by its own data (absent)."""
-    presigned: int = 0
-    signed_inline: int = 0
-    refused_audit: int = 0
-    stream_connected: int = 0
-    """1 while the exchange's stream is connected and reconciled (trusted), else 0."""
-    stream_reconnects: int = 0
-    stream_fill_messages: int = 0
-    stream_order_messages: int = 0
-    stream_fills_applied: int = 0
-    """Maker fills the stream brought to a row and the risk gate."""
-    stream_orders_applied: int = 0
-    """``user_order`` totals the stream brought to a row."""
-    cancels_sent: int = 0
-    """Resting orders named in batch cancels (kill switch engage, shutdown)."""
-    cancels_failed: int = 0
-    """Of those, the ones the exchange did not cancel (or a batch that failed)."""
-    order_group_triggered: int = 0
-    """1 while this executor has its order group triggered, else 0."""
-    write_token_waits: int = 0
-    """Times a write (an order, a cancel, a group call) waited for rate-limit tokens."""
-    read_token_waits: int = 0
-    """Times a read (the poll, a lookup) waited for rate-limit tokens."""
-    adopted: int = 0
-    """Orders of this installation the exchange had and the table lacked (rows written)."""
-    foreign_orders: int = 0
-    """Other clients' orders the last adoption pass listed (left alone)."""
-
-    lookups_unknown: int = 0
-    """Lookups that ended neither found nor absent (the row stays open and is asked again)."""
-    orders_open: int = 0
-    """Orders followed now because the exchange has not said how they ended (a gauge)."""
+FIRE_COUNTERS: Final = tuple(
+    spec for spec in SERVER_COUNTERS if spec.owner is Owner.FIRE or spec.owner in ORDER_PATH_OWNERS
+)
+"""What :meth:`FirePath.counters` reports: the fire path's own counters (``Owner.FIRE``) and the
+order path's, which the composition root gathers and the fire path carries."""
 
 
-class BookCounters(Protocol):
-    """The book guard's counters and its order group's state
-    (``executor.exchange.book.guard.BookGuard``)."""
+class FireCounters(CounterValues):
+    """A snapshot of :data:`FIRE_COUNTERS` (DISPATCH.md §1 defines the fire path's own)."""
 
-    cancels_sent: int
-    cancels_failed: int
+    __slots__ = ()
+    counters = FIRE_COUNTERS
+
+
+class OrderGroupGate(Protocol):
+    """What the fire path asks of the order group (``executor.exchange.book.guard.BookGuard``)."""
 
     @property
     def group_triggered(self) -> bool: ...
@@ -88,21 +50,6 @@ class BookCounters(Protocol):
     async def wait_group_open(self) -> bool:
         """Wait (bounded) until the order group is reset; whether it is open."""
         ...
-
-
-def book_counts(client: object, book: BookCounters | None) -> dict[str, int]:
-    """The book's and the rate limits' counters: the book guard's, and the waits of the
-    transport's buckets (``client.rest.limits``) when there is one."""
-    counts: dict[str, int] = {}
-    limits = getattr(getattr(client, "rest", None), "limits", None)
-    if limits is not None:
-        counts["write_token_waits"] = int(limits.write.waits)
-        counts["read_token_waits"] = int(limits.read.waits)
-    if book is not None:
-        counts["cancels_sent"] = book.cancels_sent
-        counts["cancels_failed"] = book.cancels_failed
-        counts["order_group_triggered"] = int(book.group_triggered)
-    return counts
 
 
 # Per-fire refusals are rate-limited per kind: a hostile or broken poller must not flood the log.

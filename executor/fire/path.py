@@ -46,32 +46,31 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
 
 import structlog
 
 from executor.clock import stamp_ns
 from executor.config.sizing import SizingConfig
-from executor.decide.decision import AuditTrail, Decider, Order, OrderRules, Refusal, RefusalKind
+from executor.decide.decision import (
+    AuditTrail,
+    Balance,
+    Decider,
+    Order,
+    OrderRules,
+    Refusal,
+    RefusalKind,
+)
 from executor.decide.killswitch import KillSwitch
 from executor.decide.order_request import FireRequest, OrderTemplate, Side
 from executor.decide.risk import RiskGate
-from executor.exchange.follow.account import AccountState
-from executor.exchange.follow.adoption import Adopter, adoption_counts
 from executor.exchange.orders.dispatcher import OrderDispatcher, StartedOrder
 from executor.exchange.orders.shadow_lane import ShadowJob, ShadowLane
 from executor.exchange.orders.stages import FireStamps, PerfToWall, log_resolution, stage_rows
 from executor.exchange.protocols import OrderSink
-from executor.exchange.stream.client import StreamState
-from executor.exchange.stream.orders import StreamedOrders
-from executor.fire.outcomes import (
-    BookCounters,
-    FireCounters,
-    FireOutcome,
-    book_counts,
-    warn_refusal,
-)
+from executor.fire.outcomes import FireCounters, FireOutcome, OrderGroupGate, warn_refusal
+from executor.recording.counter_list import SERVER_COUNTERS, Owner
 from executor.recording.rows import row_fields
 from executor.wire.protocol import WakeMessage
 
@@ -112,10 +111,10 @@ class OrderPath:
         clock: the perf-to-wall offset the stage rows are anchored with.
         clock_domain: this process's clock domain (``executor.clock.clock_domain()``).
         audit: whether order rows can be written (telemetry); None never refuses.
-        stream: what the exchange's stream changes (``--stream``), None without it.
-        stream_state: the stream's connection counters, None without it.
-        book: the book guard (cancels, the order group), whose counters join the fire path's.
-        adopter: the adoption passes (its counters are reported); None adopts nothing.
+        book: the order group's state (the book guard); None has no group.
+        counters: the order path's counters (reconciliation, the transport, the stream, the
+            book, the rate limits, adoption), gathered by the composition root; reported with
+            the fire path's own. None reports none.
     """
 
     dispatcher: OrderDispatcher
@@ -123,14 +122,12 @@ class OrderPath:
     lane: ShadowLane
     sizing: SizingConfig
     risk: RiskGate | None
-    account: AccountState
+    account: Balance
     clock: PerfToWall
     clock_domain: str
     audit: AuditTrail | None = None
-    stream: StreamedOrders | None = None
-    stream_state: StreamState | None = None
-    book: BookCounters | None = None
-    adopter: Adopter | None = None
+    book: OrderGroupGate | None = None
+    counters: Callable[[], Mapping[str, int]] | None = None
 
     def rules(self) -> OrderRules:
         """What the decision consults with this exchange: sizing, balance, risk gate, guard,
@@ -170,7 +167,7 @@ class FirePath:
             contract_count=contract_count,
             rules=None if orders is None else orders.rules(),
         )
-        self._counts = {field.name: 0 for field in dataclasses.fields(FireCounters)}
+        self._counts = {spec.name: 0 for spec in SERVER_COUNTERS if spec.owner is Owner.FIRE}
 
     @property
     def templates_built(self) -> int:
@@ -178,32 +175,9 @@ class FirePath:
         return self._decider.templates_built
 
     def counters(self) -> FireCounters:
-        """A snapshot of the outcome counters, with the reconciler's, the transport's (real
-        orders by how they were signed), the stream's, the book's and adoption's."""
-        counts = dict(self._counts)
-        reconciler = self.orders.dispatcher.reconciler if self.orders is not None else None
-        if reconciler is not None:
-            counts["reconciled"] = reconciler.reconciled
-            counts["reconcile_failed"] = reconciler.reconcile_failed
-            counts["lookups_unknown"] = reconciler.lookups_unknown
-            counts["orders_open"] = reconciler.orders_open
-        client = None if self.orders is None else self.orders.dispatcher.client
-        counts["presigned"] = int(getattr(client, "presigned", 0))
-        counts["signed_inline"] = int(getattr(client, "signed_inline", 0))
-        stream = None if self.orders is None else self.orders.stream
-        state = None if self.orders is None else self.orders.stream_state
-        if stream is not None and state is not None:
-            counts.update(
-                stream_connected=state.connected,
-                stream_reconnects=state.reconnects,
-                stream_fill_messages=stream.fill_messages,
-                stream_order_messages=stream.order_messages,
-                stream_fills_applied=stream.fills_applied,
-                stream_orders_applied=stream.orders_applied,
-            )
-        counts.update(book_counts(client, None if self.orders is None else self.orders.book))
-        counts.update(adoption_counts(None if self.orders is None else self.orders.adopter))
-        return FireCounters(**counts)
+        """A snapshot of the outcome counters, with the order path's (``OrderPath.counters``)."""
+        gathered = self.orders.counters if self.orders is not None else None
+        return FireCounters(**self._counts, **(gathered() if gathered is not None else {}))
 
     def fire_now(self, message: WakeMessage) -> FireOutcome | None:
         """Finish the fire here and now when it has nothing to await; None when it needs a task.
@@ -297,7 +271,11 @@ class FirePath:
         return functools.partial(self._fire_real, message, started, orders)
 
     async def _fire_after_reset(
-        self, message: WakeMessage, arrival: Arrival | None, orders: OrderPath, book: BookCounters
+        self,
+        message: WakeMessage,
+        arrival: Arrival | None,
+        orders: OrderPath,
+        book: OrderGroupGate,
     ) -> FireOutcome:
         """A real fire held for the group's reset: decided again after the wait (the switch or
         the trail may have changed meanwhile), then sent even if the group is still triggered

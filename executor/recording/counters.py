@@ -1,110 +1,95 @@
 """The counters the executor reports: snapshots for the exit lines and the metrics endpoint.
 
-Plain values, no I/O. The server fills a :class:`ServerStatistics` from its frame counters and the
-fire path's; the telemetry consumer keeps a :class:`TelemetryCounters` that
-``Telemetry.statistics()`` turns into a :class:`TelemetryStatistics`. The command line prints both
-at exit (:meth:`ServerStatistics.counters_line`, :meth:`TelemetryStatistics.exit_line`), and
-``executor.recording.metrics`` serves the same fields to Prometheus. They live in this low layer so
-the metrics endpoint can read them without importing the server or the telemetry channel that
-produce them. SERVICE.md defines every counter.
+Plain values, no I/O. Which counters exist is ``executor.recording.counter_list``'s alone: a
+snapshot here holds one value per entry of its list, and the exit lines and the metrics are
+read off the list. The server fills a :class:`ServerStatistics` from its own counters, the fire
+path's and the order path's (gathered by ``executor.trading``); the telemetry consumer keeps a
+:class:`TelemetryCounters` that ``Telemetry.statistics()`` turns into a
+:class:`TelemetryStatistics`. The command line prints both at exit (their ``exit_line``), and
+``executor.recording.metrics`` serves the same values to Prometheus. They live in this low layer
+so the metrics endpoint can read them without importing the server or the telemetry channel that
+produce them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import ClassVar
+
+from executor.recording.counter_list import SERVER_COUNTERS, TELEMETRY_COUNTERS, CounterSpec
 
 
-@dataclass(frozen=True)
-class ServerStatistics:
-    """Counters of frames and fires since start (SERVICE.md defines each)."""
+class CounterValues:
+    """One value per counter of a list (:attr:`counters`), read as an attribute or by name;
+    read-only.
 
-    frames: int
-    accepted: int
-    rejected: int
-    fired: int
-    refused_price: int
-    refused_kill_switch: int
-    unacked: int
-    fires_cancelled: int
-    fire_errors: int
-    refused_volume: int
-    refused_risk: int
-    refused_permission: int
-    dispatch_errors: int
-    shadow_skipped: int
-    oversized_frames: int
-    connections_opened: int
-    connections_open: int
-    reconciled: int = 0
-    reconcile_failed: int = 0
-    presigned: int = 0
-    signed_inline: int = 0
-    refused_audit: int = 0
-    """Real fires refused because the audit trail (``orders_fired``) could not be written."""
-    stream_connected: int = 0
-    """1 while the exchange's stream is connected and reconciled (trusted), else 0 (a gauge)."""
-    stream_reconnects: int = 0
-    stream_fill_messages: int = 0
-    stream_order_messages: int = 0
-    stream_fills_applied: int = 0
-    stream_orders_applied: int = 0
-    cancels_sent: int = 0
-    """Resting orders named in batch cancels (kill switch engage, shutdown)."""
-    cancels_failed: int = 0
-    """Of those, the ones the exchange did not cancel."""
-    order_group_triggered: int = 0
-    """1 while this executor has its order group triggered (the exchange refuses its orders)."""
-    write_token_waits: int = 0
-    """Times a write (order, cancel, order group) waited for rate-limit tokens."""
-    read_token_waits: int = 0
-    """Times a read (account poll, lookup) waited for rate-limit tokens."""
-    lookups_unknown: int = 0
-    """Order lookups that ended neither found nor absent (the row stays open, asked again)."""
-    orders_open: int = 0
-    """Orders followed now because the exchange has not said how they ended (a gauge)."""
-    adopted: int = 0
-    """Orders of this installation found on the exchange with no row (rows written for them)."""
-    foreign_orders: int = 0
-    """Other clients' orders the last adoption pass listed and left alone (a gauge)."""
+    Built from keyword arguments: a name not in the list is a TypeError (a typo must not pass),
+    a name left out is 0 (its owner is absent, e.g. the stream without ``--stream``).
+    """
 
-    def counters_line(self) -> str:
-        """The first exit line, in the C++ port's key=value format plus this executor's keys."""
-        return (
-            f"frames={self.frames} accepted={self.accepted} rejected={self.rejected} "
-            f"fired={self.fired} refused_price={self.refused_price} "
-            f"refused_kill_switch={self.refused_kill_switch} unacked={self.unacked} "
-            f"fires_cancelled={self.fires_cancelled} fire_errors={self.fire_errors} "
-            f"refused_volume={self.refused_volume} refused_risk={self.refused_risk} "
-            f"refused_permission={self.refused_permission} "
-            f"dispatch_errors={self.dispatch_errors} shadow_skipped={self.shadow_skipped}"
-        )
+    __slots__ = ("_values",)
+    _values: dict[str, int]
+    counters: ClassVar[tuple[CounterSpec, ...]] = ()
 
-    def later_counters(self) -> str:
-        """The keys the exit line gained after ``log_dropped``, oldest first (reconciliation's,
-        signing ahead's, the audit trail's, the stream's, the book's and the rate limits', the
-        three-state lookups', adoption's), which the command line prints after every older key;
-        a new key goes at the end."""
-        return (
-            f"reconciled={self.reconciled} reconcile_failed={self.reconcile_failed} "
-            f"presigned={self.presigned} signed_inline={self.signed_inline} "
-            f"refused_audit={self.refused_audit} "
-            f"stream_connected={self.stream_connected} "
-            f"stream_reconnects={self.stream_reconnects} "
-            f"stream_fill_messages={self.stream_fill_messages} "
-            f"stream_order_messages={self.stream_order_messages} "
-            f"stream_fills_applied={self.stream_fills_applied} "
-            f"stream_orders_applied={self.stream_orders_applied} "
-            f"cancels_sent={self.cancels_sent} cancels_failed={self.cancels_failed} "
-            f"order_group_triggered={self.order_group_triggered} "
-            f"write_token_waits={self.write_token_waits} read_token_waits={self.read_token_waits} "
-            f"lookups_unknown={self.lookups_unknown} orders_open={self.orders_open} "
-            f"adopted={self.adopted}"
-        )
+    def __init__(self, **values: int) -> None:
+        unknown = values.keys() - {spec.name for spec in self.counters}
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no counter {', '.join(sorted(unknown))}")
+        values_now = {spec.name: int(values.get(spec.name, 0)) for spec in self.counters}
+        object.__setattr__(self, "_values", values_now)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is a read-only snapshot (cannot set {name})")
+
+    def __getattr__(self, name: str) -> int:
+        try:
+            return self._values[name]
+        except (KeyError, AttributeError):  # AttributeError: ``_values`` not set yet (copying)
+            raise AttributeError(f"{type(self).__name__} has no counter {name!r}") from None
+
+    def __getitem__(self, name: str) -> int:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[tuple[CounterSpec, int]]:
+        """Each counter of the list with its value, in the list's order."""
+        return ((spec, self._values[spec.name]) for spec in self.counters)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, CounterValues)
+        return self._values == other._values
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._values.items()))
+
+    def __repr__(self) -> str:
+        values = ", ".join(f"{name}={value}" for name, value in self._values.items() if value)
+        return f"{type(self).__name__}({values})"
+
+    def as_dict(self) -> dict[str, int]:
+        """Every counter by name, in the list's order."""
+        return dict(self._values)
+
+    def key_values(self) -> str:
+        """The exit line's ``key=value`` pairs: the list's exit-line counters, in its order."""
+        return " ".join(f"{spec.name}={value}" for spec, value in self if spec.on_exit_line)
 
 
-@dataclass(frozen=True, slots=True)
-class TelemetryStatistics:
-    """A snapshot of the telemetry counters.
+class ServerStatistics(CounterValues):
+    """Counters of frames, fires and the order path since start (``SERVER_COUNTERS``)."""
+
+    __slots__ = ()
+    counters = SERVER_COUNTERS
+
+    def exit_line(self) -> str:
+        """The first exit line: the C++ port's key=value format plus this executor's keys."""
+        return self.key_values()
+
+
+class TelemetryStatistics(CounterValues):
+    """A snapshot of the telemetry counters (``TELEMETRY_COUNTERS``).
 
     The first four count ``latency_events`` rows only. ``batches_committed`` counts batches
     committed as one transaction (a batch retried row by row does not count); ``queued`` is the
@@ -113,44 +98,12 @@ class TelemetryStatistics:
     channel full, an undroppable row that found no room in time, a row the database refused).
     """
 
-    rows_written: int
-    dropped_ring_full: int
-    dropped_oversized_id: int
-    dropped_write_failed: int
-    queued: int
-    batches_committed: int = 0
-    order_rows_written: int = 0
-    order_rows_dropped: int = 0
-    audit_outages: int = 0
-    """Times the audit trail became unavailable (an order or heartbeat row the database refused,
-    with nothing of either kind written in the same batch)."""
-    audit_unavailable: int = 0
-    """1 while the audit trail is unavailable (real fires refused), else 0."""
-    order_rows_kept: int = 0
-    """Order rows the database refused for a reason that may pass, kept in the intent journal
-    and written once the trail is back (``order_rows_written`` counts them then)."""
-    journal_replayed: int = 0
-    """Rows start-up wrote from the intent journal because the database lacked them."""
-    journal_torn: int = 0
-    """Intent-journal records start-up skipped: cut short or corrupt (a kill mid-write)."""
-    intents_unrecorded: int = 0
-    """Real orders not sent because their intent record could not be written."""
-    order_rows_owed: int = 0
-    """Kept rows not yet written (now)."""
+    __slots__ = ()
+    counters = TELEMETRY_COUNTERS
 
     def exit_line(self) -> str:
         """The second exit line: where every latency row and every order row went."""
-        return (
-            f"telemetry rows_written={self.rows_written} "
-            f"dropped_ring_full={self.dropped_ring_full} "
-            f"dropped_oversized_id={self.dropped_oversized_id} "
-            f"dropped_write_failed={self.dropped_write_failed} "
-            f"order_rows_written={self.order_rows_written} "
-            f"order_rows_dropped={self.order_rows_dropped} "
-            f"audit_outages={self.audit_outages} audit_unavailable={self.audit_unavailable} "
-            f"order_rows_kept={self.order_rows_kept} journal_replayed={self.journal_replayed} "
-            f"journal_torn={self.journal_torn}"
-        )
+        return f"telemetry {self.key_values()}"
 
 
 @dataclass(slots=True)
@@ -198,4 +151,9 @@ class TelemetryCounters:
         )
 
 
-__all__ = ["ServerStatistics", "TelemetryCounters", "TelemetryStatistics"]
+__all__ = [
+    "CounterValues",
+    "ServerStatistics",
+    "TelemetryCounters",
+    "TelemetryStatistics",
+]

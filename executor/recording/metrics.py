@@ -1,6 +1,7 @@
 """``executor serve --metrics HOST:PORT``: a Prometheus text endpoint, off the event loop.
 
-What it costs the hot path: nothing. The counters are the ones the exit lines print; a custom
+What it costs the hot path: nothing. The counters are the ones the exit lines print, named, typed
+and explained by ``executor.recording.counter_list`` (nothing here lists them); a custom
 collector calls the two snapshot functions it was given (the server's ``statistics()`` and the
 telemetry channel's, both returning the plain values of ``executor.recording.counters``) when
 Prometheus scrapes, in the endpoint's own thread. It is handed functions rather than the server,
@@ -17,7 +18,6 @@ counters, so two related counters may be one frame apart. The exit lines are exa
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import ipaddress
 import threading
@@ -29,8 +29,8 @@ from prometheus_client import CollectorRegistry, Counter, GCCollector, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from executor import logs
-from executor.recording.counters import ServerStatistics, TelemetryStatistics
+from executor.recording.counter_list import CounterKind
+from executor.recording.counters import CounterValues, ServerStatistics, TelemetryStatistics
 from executor.recording.rows import (
     LatencyRow,
     OrderRow,
@@ -83,21 +83,6 @@ dispatch near 10-500 ms, so the buckets run from 10 us to 2.5 s in 1-2.5-5 steps
 
 STOP_TIMEOUT_S: Final = 2.0
 """Longest the shutdown waits for the endpoint's thread (seconds); its poll interval is 0.5 s."""
-
-_GAUGES: Final = {
-    "connections_open": "connections open now",
-    "stream_connected": "1 while the exchange's stream is connected and reconciled, else 0",
-    "order_group_triggered": "1 while this executor has its order group triggered",
-    "orders_open": "orders followed now because the exchange has not said how they ended",
-    "foreign_orders": "other clients' orders the last adoption pass listed and left alone",
-}
-"""ServerStatistics fields that go up and down; every other int field is a counter."""
-
-_TELEMETRY_GAUGES: Final = {
-    "audit_unavailable": "1 while the audit trail cannot be written and real fires are refused",
-    "order_rows_owed": "order rows the database refused, kept in the intent journal, unwritten",
-}
-"""TelemetryStatistics fields that go up and down (``queued`` is the channel depth gauge)."""
 
 
 class MetricsSetupError(Exception):
@@ -194,51 +179,23 @@ class ExecutorCollector(Collector):
         self._telemetry_statistics = telemetry_statistics
 
     def collect(self) -> Iterator[Metric]:
-        """Yield the server counters, the telemetry counters and the channel depth."""
-        statistics = self._server_statistics()
-        for field in dataclasses.fields(statistics):
-            value = getattr(statistics, field.name)
-            if not isinstance(value, int):
-                continue
-            if field.name in _GAUGES:
-                yield GaugeMetricFamily(
-                    f"{NAMESPACE}_{field.name}", _GAUGES[field.name], value=value
-                )
-            else:
-                yield CounterMetricFamily(
-                    f"{NAMESPACE}_{field.name}",
-                    f"{field.name} (the first exit line's counter)",
-                    value=value,
-                )
-        yield CounterMetricFamily(
-            f"{NAMESPACE}_log_dropped",
-            "log records dropped because stderr was not read fast enough (the first exit line's)",
-            value=logs.dropped_count(),
-        )
+        """Yield the server counters, then the telemetry counters (their lists' metrics)."""
+        yield from counter_metrics(self._server_statistics(), NAMESPACE)
         try:
             telemetry = self._telemetry_statistics()
         except RuntimeError:  # not started yet
             return
-        for field in dataclasses.fields(telemetry):
-            value = getattr(telemetry, field.name)
-            if field.name == "queued":
-                yield GaugeMetricFamily(
-                    f"{NAMESPACE}_telemetry_channel_depth",
-                    "rows waiting in the telemetry channel",
-                    value=value,
-                )
-            elif field.name in _TELEMETRY_GAUGES:
-                yield GaugeMetricFamily(
-                    f"{NAMESPACE}_telemetry_{field.name}",
-                    _TELEMETRY_GAUGES[field.name],
-                    value=value,
-                )
-            elif isinstance(value, int):
-                yield CounterMetricFamily(
-                    f"{NAMESPACE}_telemetry_{field.name}",
-                    f"{field.name} (the telemetry exit line's counter)",
-                    value=value,
-                )
+        yield from counter_metrics(telemetry, f"{NAMESPACE}_telemetry")
+
+
+def counter_metrics(values: CounterValues, prefix: str) -> Iterator[Metric]:
+    """One metric per counter of ``values``' list: its kind, ``prefix_`` and its name, its help."""
+    for spec, value in values:
+        name = f"{prefix}_{spec.metric_name}"
+        if spec.kind is CounterKind.GAUGE:
+            yield GaugeMetricFamily(name, spec.help, value=value)
+        else:
+            yield CounterMetricFamily(name, spec.help, value=value)
 
 
 class GcSettingsCollector(Collector):
@@ -325,6 +282,7 @@ __all__ = [
     "LatencyHistograms",
     "MetricsEndpoint",
     "MetricsSetupError",
+    "counter_metrics",
     "parse_metrics_address",
     "start_metrics_endpoint",
 ]

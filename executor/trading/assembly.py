@@ -76,6 +76,7 @@ from executor.recording.recent_orders import load_recent_orders
 from executor.recording.rows import OrderRow
 from executor.signer import KalshiSigner
 from executor.telemetry import Telemetry, row_fields
+from executor.trading.counters import order_path_counters
 from executor.trading.exchange_side import ExchangeSide, open_exchange_side, silent
 
 log = structlog.get_logger()
@@ -223,6 +224,11 @@ async def open_order_path(
         guard = book_guard(
             settings.exchange, writer, reconciler, telemetry, side.group, kill_switch, telemetry
         )
+        account = AccountState()
+        stream_state = StreamState()
+        counters = order_path_counters(
+            client, reconciler, guard, adopter, None if stream is None else (stream, stream_state)
+        )
         fire_path = _fire_path(
             settings,
             telemetry,
@@ -231,9 +237,9 @@ async def open_order_path(
             risk,
             reconciler,
             guard,
-            stream,
             ids=installation.ids,
-            adopter=adopter,
+            account=account,
+            counters=counters,
         )
         orders = fire_path.orders
         assert orders is not None
@@ -257,7 +263,7 @@ async def open_order_path(
                     await pollers.start(
                         functools.partial(serve_account, follow_resting=follow_resting),
                         client,
-                        orders.account,
+                        account,
                         risk,
                     )
                     await pollers.start(
@@ -271,10 +277,10 @@ async def open_order_path(
                             lookups_unknown=lambda: reconciler.lookups_unknown,
                         )
                     )
-                    if stream is not None and orders.stream_state is not None:
+                    if stream is not None:
                         step("connecting the exchange's stream (fills, order updates)")
                         endpoint = await _stream_endpoint(settings, side)
-                        await pollers.start(serve_stream, endpoint, stream, orders.stream_state)
+                        await pollers.start(serve_stream, endpoint, stream, stream_state)
                     await pollers.start(guard.run)
                     await pollers.start(adopter.serve, telemetry, adopted_later)
                     try:
@@ -295,10 +301,10 @@ def _fire_path(
     risk: RiskGate | None,
     reconciler: Reconciler,
     guard: BookGuard,
-    stream: StreamedOrders | None = None,
     *,
     ids: ClientOrderIds,
-    adopter: Adopter,
+    account: AccountState,
+    counters: Callable[[], dict[str, int]],
 ) -> FirePath:
     exchange = settings.exchange
     policy = OrderPolicy(
@@ -316,14 +322,12 @@ def _fire_path(
         lane=ShadowLane(client, presigned=client.place_shadow_now),
         sizing=settings.sizing,
         risk=risk,
-        account=AccountState(),
+        account=account,
         clock=PerfToWall(),
         clock_domain=clock_domain(),
         audit=telemetry,
-        stream=stream,
-        stream_state=None if stream is None else StreamState(),
         book=guard,
-        adopter=adopter,
+        counters=counters,
     )
     return FirePath(
         kill_switch=kill_switch,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -362,7 +361,7 @@ async def test_counters_are_a_frozen_snapshot() -> None:
     fire_path = FirePath()
     snapshot = fire_path.counters()
     await fire_path.fire(wake())
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        snapshot.fired = 5  # type: ignore[misc]
-    assert snapshot == FireCounters(0, 0, 0)
-    assert fire_path.counters() == FireCounters(1, 0, 0)
+    with pytest.raises(AttributeError, match="read-only"):
+        snapshot.fired = 5
+    assert snapshot == FireCounters()
+    assert fire_path.counters() == FireCounters(fired=1)

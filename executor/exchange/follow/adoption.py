@@ -371,13 +371,6 @@ def tell_risk_gate(risk: AdoptedOrderRecorder | None, row: OrderRow) -> None:
     risk.record_fill(row.ticker, float(row.fill_count or 0), now_ms, "")
 
 
-def adoption_counts(adopter: Adopter | None) -> dict[str, int]:
-    """The fire path's counters from ``adopter`` (none without one)."""
-    if adopter is None:
-        return {}
-    return {"adopted": adopter.adopted, "foreign_orders": adopter.foreign_orders}
-
-
 __all__ = [
     "ADOPTED_MESSAGE",
     "ADOPTION_LOOKBACK_MAX_MS",
@@ -387,7 +380,6 @@ __all__ = [
     "AdoptionPass",
     "adopt_at_startup",
     "adopted_row",
-    "adoption_counts",
     "rows_present",
     "tell_risk_gate",
 ]
