@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import NoReturn
 
 import structlog
 import trio
@@ -21,6 +21,7 @@ from executor.fire.path import DEFAULT_CONTRACT_COUNT, FirePath
 from executor.recording.metrics import DEFAULT_HOST as METRICS_DEFAULT_HOST
 from executor.recording.metrics import MetricsSetupError, parse_metrics_address
 from executor.recording.schema import default_telemetry_db
+from executor.runtime.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from executor.runtime.gc_settings import GC_MODES, YOUNG_THRESHOLD
 from executor.runtime.notify import ServiceNotifier
 from executor.runtime.placement import (
@@ -42,15 +43,6 @@ from executor.wire.socket_access import (
 from executor.wire.unixsocket import SocketPathError
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
-
-EXIT_FAILURE: Final = 1
-"""A runtime failure: something the executor met could not be used (another executor holds the
-socket, the file system, the database, a port, the exchange), or it failed while running."""
-
-EXIT_USAGE: Final = 2
-"""A usage or configuration error: a flag, a ``KALSHI_*`` variable or a file one of them names is
-wrong; running the same command again fails the same way (docs/OPERATIONS.md, "Exit status")."""
-
 
 def exit_status(error: Exception) -> int:
     """The exit status a start-up error ends the process with (the one rule, in one place)."""

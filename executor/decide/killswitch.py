@@ -30,6 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final, NoReturn, Protocol
 
+from executor.runtime.exit_codes import EXIT_FAILURE, EXIT_OK
+
 DEFAULT_TTL_S: Final = 1.0
 """How long (seconds) a reading of the switch is trusted: an operator's halt lands within a second,
 and a busy executor reads the file at most once a second. A judgement call, not a measurement."""
@@ -59,9 +61,6 @@ SWITCH_FILE_MODE: Final = 0o644
 
 _RELEASED_ERRNOS: Final = frozenset({errno.ENOENT, errno.ENOTDIR})
 
-EXIT_OK: Final = 0
-EXIT_FAILURE: Final = 1
-"""Bad usage, an unknown command, or an engage/release that could not be done."""
 EXIT_ENGAGED: Final = 2
 """``status`` while the switch is engaged."""
 

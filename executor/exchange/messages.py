@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import orjson
 
+from executor.recording.order_terms import GOOD_TILL_CANCELED
 from executor.recording.rows import OrderStatus
 
 if TYPE_CHECKING:
@@ -39,6 +40,8 @@ ENDPOINT_COSTS_PATH: Final = "/trade-api/v2/account/endpoint_costs"
 USER_DATA_TIMESTAMP_PATH: Final = "/trade-api/v2/exchange/user_data_timestamp"
 """``GET``: when the data behind the orders list was last validated (``as_of_time``): what a
 lookup that did not find an order can conclude from."""
+JSON_CONTENT_TYPE: Final = "application/json"
+"""``Content-Type`` of a request with a body (an order, a cancel, a group call)."""
 
 ORDER_EXISTS_STATUS: Final = 409
 """Kalshi's answer to an order whose ``client_order_id`` it already has ("already exists"): the
@@ -89,7 +92,7 @@ def order_body(spec: OrderSpec) -> bytes:
         "price": spec.price,
         "time_in_force": spec.time_in_force,
         "self_trade_prevention_type": spec.self_trade_prevention_type,
-        "post_only": spec.time_in_force == "good_till_canceled",
+        "post_only": spec.time_in_force == GOOD_TILL_CANCELED,
         "exchange_index": spec.exchange_index,
     }
     if spec.cancel_order_on_pause is not None:
@@ -325,11 +328,6 @@ def parse_position(entry: object) -> tuple[str, float]:
     if not isinstance(ticker, str):
         raise ExchangeError(f"positions response: ticker is not a string: {entry!r:.200}")
     return ticker, contracts
-
-
-GOOD_TILL_CANCELED: Final = "good_till_canceled"
-"""The one time in force that rests on the book, so it is ``post_only`` and an unfilled answer
-means ``accepted`` rather than ``canceled``."""
 
 
 def order_payload(response: dict[str, Any]) -> dict[str, Any]:

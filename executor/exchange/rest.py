@@ -27,6 +27,7 @@ from executor.clock import wall_ms
 from executor.exchange.messages import (
     API_PREFIX,
     BALANCE_PATH,
+    JSON_CONTENT_TYPE,
     POSITIONS_PATH,
     ExchangeError,
     ExchangeTimeout,
@@ -49,7 +50,6 @@ MAX_CONNECTIONS: Final = 2
 their own connections)."""
 MAX_POSITION_PAGES: Final = 1000
 """Positions pages followed before giving up: a cursor that never ends is an exchange bug."""
-JSON_CONTENT_TYPE: Final = "application/json"
 
 
 @dataclass(frozen=True, slots=True)

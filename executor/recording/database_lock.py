@@ -35,15 +35,10 @@ from executor.recording.database import (
     path_problem,
     prove_writable,
 )
-from executor.runtime.file_lock import lock_exclusively, still_at_path
+from executor.runtime.file_lock import LOCK_ATTEMPTS, lock_exclusively, still_at_path
 
 NEW_FILE_MODE: Final = 0o644
 """Mode of a database file this process creates (before the umask): SQLite's own default."""
-
-LOCK_ATTEMPTS: Final = 10
-"""Times ``acquire`` starts over when the file it locked was unlinked meanwhile (a refused start
-removing the file it created). Three system calls a round; only a path replaced on purpose, over
-and over, uses them all."""
 
 NOT_WRITABLE: Final = (errno.EACCES, errno.EROFS, errno.EPERM)
 """The errors of a file or folder this process may read but not write: permissions, a read-only

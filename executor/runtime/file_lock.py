@@ -15,6 +15,12 @@ import errno
 import fcntl
 import os
 from pathlib import Path
+from typing import Final
+
+LOCK_ATTEMPTS: Final = 10
+"""Times a lock's ``acquire`` starts over when the file it locked was unlinked meanwhile (a refused
+start removing the lock file it created). Each round is three system calls; ten rounds can only be
+lost to a path replaced on purpose, over and over."""
 
 
 def lock_exclusively(fd: int) -> bool:
@@ -42,4 +48,4 @@ def still_at_path(fd: int, path: Path) -> bool:
     return (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino)
 
 
-__all__ = ["lock_exclusively", "still_at_path"]
+__all__ = ["LOCK_ATTEMPTS", "lock_exclusively", "still_at_path"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Final
 
-from executor.recording.open_orders import (
+from executor.recording.order_terms import (
     ADOPTED_MESSAGE,
     CANCELLED_AT_SHUTDOWN,
     NO_SUCH_ORDER_PREFIX,

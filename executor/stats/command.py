@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Final, NoReturn
 
 from executor.recording.schema import default_telemetry_db
+from executor.runtime.exit_codes import EXIT_OK
 from executor.stats.output import write_report
 from executor.stats.plot import check_plot_path
 from executor.stats.queries import (
@@ -30,7 +31,6 @@ from executor.stats.queries import (
     open_read_only,
 )
 
-EXIT_OK: Final = 0
 EXIT_BAD_INPUT: Final = 2
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from executor.recording.rows import OrderStatus
 from executor.recording.schema import default_telemetry_db
+from executor.runtime.exit_codes import EXIT_OK
 from executor.stats.command import (
     EXIT_BAD_INPUT,
     OneLineParser,
@@ -35,13 +37,12 @@ SCHEMA_ID: Final = "trio-executor.orders/1"
 DEFAULT_LIMIT: Final = 20
 """Rows shown without ``--limit``: a screenful."""
 
-STATUSES: Final = ("pending", "submitted", "accepted", "rejected", "filled", "canceled", "error")
-"""``orders_fired.status`` values (the table's CHECK)."""
+STATUSES: Final = tuple(status.value for status in OrderStatus)
+"""``orders_fired.status`` values (the table's CHECK), in the order the table lists them."""
 
 MAX_MESSAGE_CHARS: Final = 60
 """Longest ``error_message`` shown in the table (the JSON document has it whole)."""
 
-EXIT_OK: Final = 0
 
 COLUMNS: Final = (
     "id",

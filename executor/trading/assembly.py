@@ -45,14 +45,7 @@ from executor.config.settings import Settings
 from executor.decide.killswitch import KillSwitch
 from executor.decide.risk import RiskGate
 from executor.exchange.book.guard import BookGuard, book_guard, record_run_group
-from executor.exchange.follow.account import (
-    HEARTBEAT_INTERVAL_S,
-    HEARTBEAT_PROCESS,
-    AccountState,
-    heartbeat_process_for,
-    serve_account,
-    serve_heartbeats,
-)
+from executor.exchange.follow.account import AccountState, serve_account
 from executor.exchange.follow.adoption import Adopter, adopt_at_startup, tell_risk_gate
 from executor.exchange.follow.reconcile import CollectedRows, Reconciler
 from executor.exchange.orders.dispatcher import OrderDispatcher, OrderPolicy
@@ -70,6 +63,12 @@ from executor.exchange.stream.client import (
 from executor.exchange.stream.orders import StreamedOrders
 from executor.fire.path import FirePath, OrderPath
 from executor.recording.audit_trail import AuditTransition
+from executor.recording.heartbeat import (
+    HEARTBEAT_INTERVAL_S,
+    HEARTBEAT_PROCESS,
+    heartbeat_process_for,
+    serve_heartbeats,
+)
 from executor.recording.installation import ClientOrderIds, load_installation
 from executor.recording.open_orders import LIVE_WINDOW_MS, load_open_orders, write_corrections
 from executor.recording.recent_orders import load_recent_orders

@@ -18,7 +18,7 @@ from typing import Final
 
 import trio
 
-from executor.runtime.file_lock import lock_exclusively, still_at_path
+from executor.runtime.file_lock import LOCK_ATTEMPTS, lock_exclusively, still_at_path
 from executor.wire.socket_access import OWNER_ONLY, SocketAccess
 
 MAX_SOCKET_PATH_BYTES: Final = 107
@@ -30,12 +30,6 @@ or two; a burst of hundreds of connects (tests, a restart storm) must not meet E
 
 LOCK_FILE_MODE: Final = 0o600
 """Owner read/write only: only executors take the lock, whoever may connect to the socket."""
-
-LOCK_ATTEMPTS: Final = 10
-"""Times ``acquire`` starts over when the file it locked was unlinked meanwhile (a failed start
-removing the lock file it created). Each round is three system calls; ten rounds can only be lost
-to a path replaced on purpose, over and over."""
-
 
 class SocketSetupError(Exception):
     """The socket path cannot be used; the message is one line naming the path and the problem."""

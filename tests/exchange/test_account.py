@@ -1,9 +1,8 @@
-"""The account poll and the heartbeat (DISPATCH.md §7), against in-test fakes."""
+"""The account poll (DISPATCH.md §7), against in-test fakes."""
 
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -15,14 +14,10 @@ from executor.clock import wall_ms
 from executor.decide.risk import RiskGate, RiskLimits
 from executor.exchange.follow.account import (
     ACCOUNT_POLL_INTERVAL_S,
-    HEARTBEAT_INTERVAL_S,
     AccountState,
     poll_account_once,
     serve_account,
-    serve_heartbeats,
 )
-from executor.recording.rows import HeartbeatRow
-from tests.support.order_fakes import RecordingSink
 
 
 @dataclass
@@ -126,18 +121,3 @@ async def test_resting_orders_are_followed_with_every_later_poll(
         nursery.cancel_scope.cancel()
     assert looks == [2, 3, 4]
     assert [log["event"] for log in logs] == ["resting orders poll failed"]
-
-
-async def test_heartbeat_rows_every_interval(autojump_clock: trio.testing.MockClock) -> None:
-    """A heartbeat row is written at start and every interval, with this process's pid."""
-    sink = RecordingSink([])
-    async with trio.open_nursery() as nursery:
-        await nursery.start(serve_heartbeats, sink, lambda: 7, lambda: 2)
-        await trio.sleep(HEARTBEAT_INTERVAL_S * 2 + 1)
-        nursery.cancel_scope.cancel()
-    beats = [row for row in sink.orders if isinstance(row, HeartbeatRow)]
-    assert len(beats) == 3
-    assert {(b.process, b.pid, b.queue_depth, b.dropped_rows) for b in beats} == {
-        ("executor", os.getpid(), 7, 2)
-    }
-    assert len({b.started_at_ms for b in beats}) == 1

@@ -30,8 +30,8 @@ from executor.exchange.stream.client import poll_unless_streaming
 from executor.exchange.stream.orders import StreamedOrders
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.fake.orders import iso_time
-from executor.recording.open_orders import (
-    LIVE_WINDOW_MS,
+from executor.recording.open_orders import LIVE_WINDOW_MS
+from executor.recording.order_terms import (
     NO_SUCH_ORDER_PREFIX,
     OUTCOME_UNKNOWN_PREFIX,
     RECONCILED_PREFIX,

@@ -21,7 +21,7 @@ from executor.exchange.messages import USER_DATA_TIMESTAMP_PATH
 from executor.exchange.orders.dispatcher import OrderPolicy, order_status
 from executor.fake.orders import iso_time
 from executor.fire.path import FireOutcome
-from executor.recording.open_orders import (
+from executor.recording.order_terms import (
     NO_SUCH_ORDER_PREFIX,
     OUTCOME_UNKNOWN_PREFIX,
     RECONCILED_PREFIX,

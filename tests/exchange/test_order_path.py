@@ -20,9 +20,10 @@ from executor.decide.risk import RiskGate, RiskLimits
 from executor.exchange.orders import dispatcher as dispatcher_module
 from executor.exchange.orders import transport as transport_module
 from executor.exchange.orders.connection import OrderConnection
-from executor.exchange.orders.dispatcher import CANCELLED_AT_SHUTDOWN, OrderPolicy, order_status
+from executor.exchange.orders.dispatcher import OrderPolicy, order_status
 from executor.exchange.orders.transport import ExchangeError
 from executor.fire.path import FireOutcome
+from executor.recording.order_terms import CANCELLED_AT_SHUTDOWN
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 from executor.wire.protocol import WakeMessage
 from tests.support.inprocess import make_wake

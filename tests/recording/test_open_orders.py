@@ -10,13 +10,13 @@ import sqlite3
 from pathlib import Path
 
 from executor.recording.database import close_database, open_database
-from executor.recording.open_orders import (
+from executor.recording.open_orders import load_open_orders
+from executor.recording.order_terms import (
     CANCELLED_AT_SHUTDOWN,
     NO_SUCH_ORDER_PREFIX,
     OUTCOME_UNKNOWN_PREFIX,
     RECONCILED_PREFIX,
     is_open,
-    load_open_orders,
     startup_cause,
 )
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus

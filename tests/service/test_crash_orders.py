@@ -46,7 +46,7 @@ from executor.fake.account import BookEvent
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault
 from executor.fake.orders import BookOrder
 from executor.recording.installation import ClientOrderIds
-from executor.recording.open_orders import CANCELLED_AT_SHUTDOWN, OUTCOME_UNKNOWN_PREFIX
+from executor.recording.order_terms import CANCELLED_AT_SHUTDOWN, OUTCOME_UNKNOWN_PREFIX
 from executor.wire.client import connect
 from tests.support.inprocess import make_wake
 from tests.support.orders import spec

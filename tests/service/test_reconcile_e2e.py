@@ -24,7 +24,7 @@ from executor.exchange.orders.transport import ORDERS_PATH
 from executor.fake.account import ORDER_EXISTS_CODE, ORDER_EXISTS_MESSAGE
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault, never_fill
 from executor.recording.metrics import ExecutorCollector
-from executor.recording.open_orders import (
+from executor.recording.order_terms import (
     NO_SUCH_ORDER_PREFIX,
     OUTCOME_UNKNOWN_PREFIX,
     RECONCILED_PREFIX,

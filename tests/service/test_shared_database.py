@@ -9,7 +9,7 @@ import signal
 import time
 from pathlib import Path
 
-from executor.exchange.follow.account import HEARTBEAT_PROCESS
+from executor.recording.heartbeat import HEARTBEAT_PROCESS
 from tests.support.inprocess import make_wake
 from tests.support.processes import (
     POLL_INTERVAL_S,

@@ -43,10 +43,11 @@ from executor.exchange.book.cancels import BookWriter, cancel_resting
 from executor.exchange.book.order_group import OrderGroup, create_order_group
 from executor.exchange.follow.reconcile import Reconciler
 from executor.exchange.follow.reconcile_terms import OrderRowSink
-from executor.exchange.messages import GOOD_TILL_CANCELED, ExchangeError
+from executor.exchange.messages import ExchangeError
 from executor.recording.audit_trail import AuditTransition
 from executor.recording.database import TelemetryOpenError
 from executor.recording.order_groups import RecordedGroup, record_order_group
+from executor.recording.order_terms import GOOD_TILL_CANCELED
 from executor.recording.rows import OrderRow
 
 log = structlog.get_logger()

@@ -23,12 +23,11 @@ from executor.exchange.follow.reconcile_terms import CollectedRows
 from executor.exchange.orders.transport import ExchangeEndpoint, ExchangeError, open_exchange
 from executor.exchange.rate_limits import fetch_api_limits
 from executor.recording.database import TelemetryOpenError
-from executor.recording.open_orders import load_open_orders, rests, write_corrections
+from executor.recording.open_orders import load_open_orders, write_corrections
 from executor.recording.order_groups import latest_order_group
+from executor.recording.order_terms import rests
+from executor.runtime.exit_codes import EXIT_FAILURE, EXIT_OK
 from executor.signer import KalshiSigner
-
-EXIT_OK: Final = 0
-EXIT_FAILURE: Final = 1
 
 BUDGET_S: Final = 60.0
 """Longest the exchange half may take (seconds): a few batches, a lookup and a trigger at a 10 s

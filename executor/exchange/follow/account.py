@@ -1,4 +1,4 @@
-"""The account poll and the heartbeat: two background tasks of an executor with an exchange.
+"""The account poll: a background task of an executor with an exchange.
 
 ``serve_account`` polls the balance and the open positions once before the executor serves and
 then every ``ACCOUNT_POLL_INTERVAL_S`` (DISPATCH.md §7): the balance feeds sizing, the positions
@@ -11,17 +11,14 @@ With each poll (after the first), the orders still resting on the book are looke
 (``follow_resting``: ``executor.exchange.follow.reconcile.Reconciler.poll_resting``), so a
 good_till_canceled order's later fill or cancellation reaches its row and the risk gate.
 
-``serve_heartbeats`` writes the ``heartbeats`` row (``process = 'executor:SOCKET'``) every
-``HEARTBEAT_INTERVAL_S``.
+(The heartbeat, which ran beside it, is a recording job: ``executor.recording.heartbeat``.)
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Final, Protocol
 
 import structlog
@@ -29,8 +26,6 @@ import trio
 
 from executor.clock import wall_ms
 from executor.decide.risk import RiskGate
-from executor.exchange.protocols import OrderSink
-from executor.recording.rows import HeartbeatRow
 
 log = structlog.get_logger()
 
@@ -38,24 +33,9 @@ ACCOUNT_POLL_INTERVAL_S: Final = 30.0
 """Seconds between account polls (the reference's interval): balances move with fills, which the
 gate already counts between polls."""
 
-HEARTBEAT_INTERVAL_S: Final = 10.0
-"""Seconds between heartbeat rows (the reference's interval)."""
-
 POLL_WARNING_INTERVAL_S: Final = 300.0
 """At most one failed-poll warning per this many seconds (ten polls): an exchange outage must not
 flood the log. A judgement call."""
-
-HEARTBEAT_PROCESS: Final = "executor"
-"""``heartbeats.process`` of an executor (the reference's name for it), alone when no instance is
-known (a test's), else followed by the instance (:func:`heartbeat_process_for`)."""
-
-
-def heartbeat_process_for(socket_path: Path) -> str:
-    """``heartbeats.process`` of the executor serving ``socket_path``: ``executor:`` and the
-    socket's absolute path. The socket names the instance (one executor at a time holds it), so
-    two executors that have written one file are two rows, and a restart replaces its own row."""
-    return f"{HEARTBEAT_PROCESS}:{os.path.abspath(socket_path)}"
-
 
 class AccountSource(Protocol):
     """The part of ``executor.exchange.orders.transport.ExchangeClient`` the poll uses."""
@@ -148,33 +128,3 @@ async def serve_account(
                 await follow_resting()
             except Exception as error:  # a bug there must not stop the balance and positions
                 resting_warnings.warn("resting orders poll failed", error=repr(error))
-
-
-async def serve_heartbeats(
-    sink: OrderSink,
-    queue_depth: Callable[[], int],
-    dropped_rows: Callable[[], int],
-    *,
-    interval_s: float = HEARTBEAT_INTERVAL_S,
-    process: str = HEARTBEAT_PROCESS,
-    lookups_unknown: Callable[[], int] | None = None,
-    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """Write the heartbeat row of ``process`` now and every ``interval_s`` until cancelled;
-    ``started_at_ms`` is when this run began. ``lookups_unknown``, when given, is read into
-    each row too (the executor's own counters table beside the reference's heartbeats)."""
-    started_at_ms = wall_ms()
-    pid = os.getpid()
-    task_status.started()
-    while True:
-        row = HeartbeatRow(
-            process=process,
-            pid=pid,
-            started_at_ms=started_at_ms,
-            beat_at_ms=wall_ms(),
-            queue_depth=queue_depth(),
-            dropped_rows=dropped_rows(),
-            lookups_unknown=None if lookups_unknown is None else lookups_unknown(),
-        )
-        await sink.record_order(row)
-        await trio.sleep(interval_s)

@@ -49,11 +49,12 @@ from executor.exchange.follow.lookup import (
     parse_exchange_order,
 )
 from executor.exchange.follow.reconcile import MIN_TS_MARGIN_S, CollectedRows, OrderRowSink
-from executor.exchange.messages import GOOD_TILL_CANCELED, ExchangeError
+from executor.exchange.messages import ExchangeError
 from executor.exchange.protocols import SignedReader
 from executor.recording.database import read_orders_fired
 from executor.recording.installation import ClientOrderIds, save_adopt_since
-from executor.recording.open_orders import ADOPTED_MESSAGE, LIVE_WINDOW_MS, write_corrections
+from executor.recording.open_orders import LIVE_WINDOW_MS, write_corrections
+from executor.recording.order_terms import ADOPTED_MESSAGE, GOOD_TILL_CANCELED
 from executor.recording.rows import OrderRow, OrderRowKind, row_fields
 
 log = structlog.get_logger()

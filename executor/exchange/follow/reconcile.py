@@ -70,7 +70,7 @@ from executor.exchange.follow.reconcile_terms import (
     sent_ms,
 )
 from executor.exchange.protocols import SignedReader
-from executor.recording.open_orders import (
+from executor.recording.order_terms import (
     NO_SUCH_ORDER_PREFIX,
     RECONCILED_PREFIX,
     is_open,

@@ -11,7 +11,7 @@ telemetry it writes to is ``executor.exchange.protocols.OrderSink``); :class:`St
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from executor.decide.decision import Order
 from executor.exchange.messages import OrderStamps
@@ -19,9 +19,6 @@ from executor.exchange.orders.connection import OrderInFlight
 from executor.exchange.orders.rows import PreparedOrder
 from executor.exchange.orders.stages import FireStamps
 from executor.recording.rows import OrderStatus
-
-CANCELLED_AT_SHUTDOWN: Final = "cancelled at shutdown"
-"""``error_message`` of a dispatch cut by shutdown ([ours]; the reference leaves it NULL)."""
 
 
 class OrderPlacer(Protocol):
@@ -80,7 +77,6 @@ class DispatchResult:
 
 
 __all__ = [
-    "CANCELLED_AT_SHUTDOWN",
     "DispatchResult",
     "OrderPlacer",
     "OrderStarter",

@@ -67,7 +67,6 @@ from executor.exchange.messages import (
 )
 from executor.exchange.orders.connection import OrderInFlight
 from executor.exchange.orders.dispatch_terms import (
-    CANCELLED_AT_SHUTDOWN,
     DispatchResult,
     OrderPlacer,
     OrderStarter,
@@ -86,7 +85,7 @@ from executor.exchange.orders.stages import FireStamps, engine_ts_ms
 from executor.exchange.protocols import RESOLUTION_TIMEOUT_S, OrderSink
 from executor.recording.installation import ClientOrderIds, new_prefix
 from executor.recording.intent_journal import JournalWriteError, RecordFields
-from executor.recording.open_orders import OUTCOME_UNKNOWN_PREFIX
+from executor.recording.order_terms import CANCELLED_AT_SHUTDOWN, OUTCOME_UNKNOWN_PREFIX
 from executor.recording.rows import (
     OrderRow,
     OrderRowKind,
@@ -352,7 +351,6 @@ def _outcome_unknown(error: ExchangeError, stamps: OrderStamps) -> bool:
 
 
 __all__ = [
-    "CANCELLED_AT_SHUTDOWN",
     "FILL_COLUMNS",
     "REHEARSAL_ORDER_ID",
     "RESOLUTION_TIMEOUT_S",

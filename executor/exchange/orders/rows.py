@@ -13,8 +13,9 @@ from typing import Any, Final
 from executor.clock import wall_ms
 from executor.decide.decision import Permission
 from executor.decide.order_request import FireRequest
-from executor.exchange.messages import GOOD_TILL_CANCELED, order_payload, verbatim_fill
+from executor.exchange.messages import order_payload, verbatim_fill
 from executor.recording.intent_journal import RecordFields
+from executor.recording.order_terms import GOOD_TILL_CANCELED
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 
 FILL_COLUMNS: Final = ("fill_count", "remaining_count", "average_fill_price", "average_fee_paid")

@@ -24,13 +24,11 @@ from typing import Final
 
 import h11
 
-from executor.exchange.messages import ORDER_PATH
+from executor.exchange.messages import JSON_CONTENT_TYPE, ORDER_PATH
 from executor.signer import HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP
 
 USER_AGENT: Final = "trio-executor"
 """``User-Agent`` of order requests: names the client to the exchange's logs, and nothing more."""
-
-JSON_CONTENT_TYPE: Final = "application/json"
 
 MAX_CACHED_HEADS: Final = 64
 """h11 request heads kept, one per body length seen: order bodies vary by a few bytes (ticker,

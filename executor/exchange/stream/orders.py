@@ -54,7 +54,7 @@ from executor.exchange.stream.messages import (
     StreamRefusal,
     Subscribed,
 )
-from executor.recording.open_orders import rests
+from executor.recording.order_terms import rests
 from executor.recording.rows import (
     LatencyRow,
     OrderRow,
