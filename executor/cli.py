@@ -16,13 +16,13 @@ import trio
 from executor import __version__, logs
 from executor.config.settings import Settings, add_exchange_arguments, load_settings
 from executor.config.variables import ConfigError, StartupError
-from executor.decide.killswitch import DEFAULT_TTL_S, KillSwitch, killswitch_main
 from executor.fire.path import DEFAULT_CONTRACT_COUNT, FirePath
 from executor.recording.metrics import DEFAULT_HOST as METRICS_DEFAULT_HOST
 from executor.recording.metrics import MetricsSetupError, parse_metrics_address
 from executor.recording.schema import default_telemetry_db
 from executor.runtime.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from executor.runtime.gc_settings import GC_MODES, YOUNG_THRESHOLD
+from executor.runtime.kill_switch import DEFAULT_TTL_S, KillSwitch
 from executor.runtime.notify import ServiceNotifier
 from executor.runtime.placement import (
     Placement,
@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``executor`` and ``python -m executor``."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["killswitch"]:
-        from executor.trading.kill_command import ExchangeKillCommand
+        from executor.trading.kill_command import ExchangeKillCommand, killswitch_main
 
         return killswitch_main(argv[1:], ExchangeKillCommand())
     if argv[:1] == ["stats"]:

@@ -265,6 +265,47 @@ def test_the_fire_path_imports_no_room_only_to_gather_its_counters() -> None:
     assert gatherers <= graph["executor.trading.counters"] | graph["executor.trading.assembly"]
 
 
+IO_MODULES: Final = frozenset(
+    {
+        "argparse",
+        "fcntl",
+        "io",
+        "os",
+        "pathlib",
+        "shutil",
+        "socket",
+        "sqlite3",
+        "stat",
+        "subprocess",
+    }
+    | {"sys", "tempfile", "trio"}
+)
+"""Standard modules (and trio) that read files, the environment or the command line, or await."""
+
+
+def standard_imports(path: Path) -> set[str]:
+    """The top-level names of every module one file imports (``os`` for ``os.path``)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.partition(".")[0])
+    return names
+
+
+def test_the_decision_layer_imports_nothing_that_does_io() -> None:
+    """``executor/decide/`` is pure: none of its modules imports a file, environment, command-line
+    or Trio module (the kill switch's file and command live in runtime/ and trading/)."""
+    decide = PACKAGE_ROOT / "decide"
+    found = {
+        f"{path.name}: {name}"
+        for path in sorted(decide.glob("*.py"))
+        for name in standard_imports(path) & IO_MODULES
+    }
+    assert found == set()
+
+
 # ---------------------------------------------------------------- the checker's negative twins
 
 _SYNTHETIC_LAYERS: Final[Layers] = (

@@ -22,8 +22,10 @@ that one order, for the side that sends it (attempt and in-flight count before t
 after it, the in-flight count back down whatever happened). The decision itself changes nothing in
 the gate but the pruning of its windows.
 
-Synchronous, no I/O but the kill switch's cached read of one file; reads the wall clock for the risk
-gate's windows. Nothing here logs or counts: the fire path does, from the value returned.
+Synchronous and without I/O of its own: the kill switch is a view it is handed
+(:class:`KillSwitchState`; the file behind it, read with a cache, is ``executor.runtime``'s), and
+it reads the wall clock for the risk gate's windows. Nothing here logs or counts: the fire path
+does, from the value returned.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from typing import Final, Protocol
 
 from executor.clock import wall_ms
 from executor.config.sizing import SizingConfig
-from executor.decide.killswitch import KillSwitch
 from executor.decide.order_request import FireRequest
 from executor.decide.prices import RequestBuilder, checked_price
 from executor.decide.risk import RiskGate
@@ -152,6 +153,15 @@ class AuditTrail(Protocol):
     def audit_available(self) -> bool: ...
 
 
+class KillSwitchState(Protocol):
+    """What the decision reads of the kill switch (``executor.runtime.kill_switch.KillSwitch``, the
+    file behind it, keeps the reading cached; the decision never touches the file itself)."""
+
+    def engaged_reason(self) -> str | None:
+        """Why the switch is engaged, or None when it is released."""
+        ...
+
+
 class Balance(Protocol):
     """The account figure sizing reads (``executor.exchange.follow.account.AccountState``)."""
 
@@ -192,7 +202,7 @@ class Decider:
     def __init__(
         self,
         *,
-        kill_switch: KillSwitch | None = None,
+        kill_switch: KillSwitchState | None = None,
         contract_count: int = 1,
         rules: OrderRules | None = None,
     ) -> None:
@@ -286,6 +296,7 @@ __all__ = [
     "Balance",
     "Decider",
     "Decision",
+    "KillSwitchState",
     "Order",
     "OrderRules",
     "Permission",

@@ -57,12 +57,12 @@ from executor.decide.decision import (
     AuditTrail,
     Balance,
     Decider,
+    KillSwitchState,
     Order,
     OrderRules,
     Refusal,
     RefusalKind,
 )
-from executor.decide.killswitch import KillSwitch
 from executor.decide.order_request import FireRequest, OrderTemplate, Side
 from executor.decide.risk import RiskGate
 from executor.exchange.orders.dispatcher import OrderDispatcher, StartedOrder
@@ -154,7 +154,7 @@ class FirePath:
         self,
         *,
         dispatcher: Dispatcher = no_network_dispatcher,
-        kill_switch: KillSwitch | None = None,
+        kill_switch: KillSwitchState | None = None,
         contract_count: int = DEFAULT_CONTRACT_COUNT,
         orders: OrderPath | None = None,
     ) -> None:

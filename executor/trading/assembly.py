@@ -42,7 +42,7 @@ import trio
 
 from executor.clock import clock_domain, wall_ms
 from executor.config.settings import Settings
-from executor.decide.killswitch import KillSwitch
+from executor.decide.decision import KillSwitchState
 from executor.decide.risk import RiskGate
 from executor.exchange.book.guard import BookGuard, book_guard, record_run_group
 from executor.exchange.follow.account import AccountState, serve_account
@@ -93,7 +93,7 @@ class OrderPathFactory:
         settings: Settings,
         *,
         telemetry_db: Path,
-        kill_switch: KillSwitch | None,
+        kill_switch: KillSwitchState | None,
         signer: KalshiSigner | None = None,
         announce: Callable[[str], None] | None = None,
         socket_path: Path | None = None,
@@ -143,7 +143,7 @@ def order_path_factory(
     settings: Settings,
     *,
     telemetry_db: Path,
-    kill_switch: KillSwitch | None,
+    kill_switch: KillSwitchState | None,
     signer: KalshiSigner | None = None,
     announce: Callable[[str], None] | None = None,
     socket_path: Path | None = None,
@@ -166,7 +166,7 @@ async def open_order_path(
     telemetry: Telemetry,
     *,
     telemetry_db: Path,
-    kill_switch: KillSwitch | None,
+    kill_switch: KillSwitchState | None,
     signer: KalshiSigner | None = None,
     announce: Callable[[str], None] | None = None,
     side: ExchangeSide | None = None,
@@ -295,7 +295,7 @@ async def open_order_path(
 def _fire_path(
     settings: Settings,
     telemetry: Telemetry,
-    kill_switch: KillSwitch | None,
+    kill_switch: KillSwitchState | None,
     client: ExchangeClient,
     risk: RiskGate | None,
     reconciler: Reconciler,

@@ -1,7 +1,10 @@
-"""``executor killswitch engage --telemetry-db D``: the kill carried to the exchange, from a shell.
+"""``executor killswitch``: engage, release or inspect the kill switch file, from a shell, and
+carry the kill to the exchange (``engage --telemetry-db D``).
 
-The switch file stops a running executor's real fires; it does nothing for an executor that was
-SIGKILLed, or whose host is gone, while its good_till_canceled orders still rest on the book.
+The file itself is ``executor.runtime.kill_switch.KillSwitch``; this module is its command line
+(:func:`killswitch_main`, also ``python -m executor.trading.kill_command``). The switch file
+stops a running executor's real fires; it does nothing for an executor that was SIGKILLed, or
+whose host is gone, while its good_till_canceled orders still rest on the book.
 Given the telemetry database (and the exchange's credentials: the same ``KALSHI_*`` variables,
 or ``--env-file``, as ``executor serve``), ``engage`` then also:
 
@@ -23,20 +26,29 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, NoReturn
 
 from executor.config.settings import Settings, load_settings
 from executor.config.variables import ConfigError
-from executor.decide.killswitch import KillUsageError
+from executor.runtime.exit_codes import EXIT_FAILURE, EXIT_OK
+from executor.runtime.kill_switch import KillSwitch
 
 if TYPE_CHECKING:
     from executor.signer import KalshiSigner
 
+EXIT_ENGAGED: Final = 2
+"""``status`` while the switch is engaged."""
+
+
+class KillUsageError(Exception):
+    """The exchange half of ``engage`` is misconfigured; the message is the one line printed."""
+
 
 class ExchangeKillCommand:
-    """The exchange half of ``executor killswitch engage`` (``executor.decide.killswitch``)."""
+    """The exchange half of ``executor killswitch engage`` (:func:`killswitch_main`)."""
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """``--telemetry-db`` (asks for the exchange half) and the exchange's own flags."""
@@ -95,4 +107,116 @@ def _run(settings: Settings, signer: KalshiSigner, db_path: Path, reason: str) -
         logs.stop_logging()
 
 
-__all__ = ["ExchangeKillCommand"]
+class _UsageError(Exception):
+    """Bad command-line usage; the message is the one line printed."""
+
+
+class _Parser(argparse.ArgumentParser):
+    # argparse exits 2 on bad usage, which would read as "engaged" to a script checking status.
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message)
+
+
+def _parser() -> _Parser:
+    parser = _Parser(
+        prog="executor killswitch",
+        description=(
+            "Engage, release or inspect the executor's kill switch file. status exits 2 while "
+            "engaged, 0 when released; bad usage and failures exit 1."
+        ),
+    )
+    parser.add_argument(
+        "--kill-switch",
+        required=True,
+        metavar="PATH",
+        help="the switch file (the same path given to `executor serve --kill-switch`)",
+    )
+    # Both optional to argparse, so a missing command is reported in words below rather than as
+    # "the following arguments are required: ..., reason" (a reason is never required).
+    parser.add_argument("command", metavar="{engage,release,status}", nargs="?")
+    parser.add_argument(
+        "reason",
+        metavar="REASON",
+        nargs="*",
+        default=[],
+        help="engage only: the reason, words joined by spaces",
+    )
+    return parser
+
+
+def killswitch_main(argv: list[str], exchange: ExchangeKillCommand | None = None) -> int:
+    """``executor killswitch [--kill-switch PATH] {engage [REASON...] | release | status}``.
+
+    ``--kill-switch`` is required: the server has no default switch path either, and a default here
+    could engage a file no executor watches. With ``exchange`` (the command line's), ``engage``
+    can also cancel through the exchange (:class:`ExchangeKillCommand`).
+
+    Returns:
+        The exit status: 0 done (or released, for ``status``), 2 engaged (``status`` only), 1 for
+        bad usage, an unknown command or a file-system error, in which case nothing was changed
+        and one line went to stderr; 1 too when the switch was engaged but the exchange half failed
+        (its lines say so).
+    """
+    parser = _parser()
+    if exchange is not None:
+        exchange.add_arguments(parser)
+    try:
+        args = parser.parse_intermixed_args(argv)
+    except _UsageError as error:
+        print(f"{parser.prog}: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+    except SystemExit as leaving:  # --help
+        return EXIT_OK if leaving.code is None else int(leaving.code)
+    command: str | None = args.command
+    words: list[str] = args.reason
+    if command is None:
+        print(f"{parser.prog}: a command is required: engage, release or status", file=sys.stderr)
+        return EXIT_FAILURE
+    if command not in ("engage", "release", "status"):
+        print(
+            f"{parser.prog}: unknown command {command!r} (expected engage, release or status)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    if words and command != "engage":
+        print(f"{parser.prog}: {command} takes no arguments, got {words!r}", file=sys.stderr)
+        return EXIT_FAILURE
+    after_engage = None
+    if exchange is not None and exchange.asked(args):
+        if command != "engage":
+            print(f"{parser.prog}: only engage acts on the exchange", file=sys.stderr)
+            return EXIT_FAILURE
+        try:
+            after_engage = exchange.prepare(args)
+        except KillUsageError as error:
+            print(f"{parser.prog}: {error}", file=sys.stderr)
+            return EXIT_FAILURE
+    switch = KillSwitch(args.kill_switch, ttl_s=0)
+    try:
+        if command == "engage":
+            switch.engage(" ".join(words))
+        elif command == "release":
+            was_engaged = switch.release()
+            print("released" if was_engaged else "released (was not engaged)")
+            return EXIT_OK
+    except OSError as error:
+        print(
+            f"{parser.prog}: cannot {command} {switch.path}: {error.strerror or error}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    reason = switch.engaged_reason()
+    if reason is None:
+        print("released")
+        return EXIT_OK
+    print(f"engaged: {reason}", flush=True)
+    if after_engage is not None:
+        return after_engage(reason)
+    return EXIT_ENGAGED if command == "status" else EXIT_OK
+
+
+__all__ = ["EXIT_ENGAGED", "ExchangeKillCommand", "KillUsageError", "killswitch_main"]
+
+
+if __name__ == "__main__":
+    sys.exit(killswitch_main(sys.argv[1:]))

@@ -23,10 +23,10 @@ from executor.decide.decision import (
     RefusalKind,
     RiskTicket,
 )
-from executor.decide.killswitch import KillSwitch
 from executor.decide.order_request import FireRequest, OrderTemplate
 from executor.decide.prices import CANNOT_SNAP, OUTSIDE_THE_BOOK, SNAPPED_OUTSIDE_THE_BOOK
 from executor.decide.risk import RiskGate, RiskLimits
+from executor.runtime.kill_switch import KillSwitch
 from executor.wire.protocol import WakeMessage
 
 TICKER = "KXBTCD-26AUG2917-T112750"

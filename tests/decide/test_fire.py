@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from executor.decide.killswitch import KillSwitch
 from executor.fire.path import (
     DEFAULT_CONTRACT_COUNT,
     FireCounters,
@@ -24,6 +23,7 @@ from executor.fire.path import (
     Side,
     no_network_dispatcher,
 )
+from executor.runtime.kill_switch import KillSwitch
 from executor.wire.protocol import Direction, WakeMessage
 
 CENT = [[0.0, 1.0, 0.01]]

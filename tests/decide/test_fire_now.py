@@ -8,9 +8,9 @@ import trio
 import trio.lowlevel
 import trio.testing
 
-from executor.decide.killswitch import KillSwitch
 from executor.exchange.orders.shadow_lane import MAX_DEFER_S
 from executor.fire.path import FireOutcome, FirePath, FireRequest
+from executor.runtime.kill_switch import KillSwitch
 from executor.wire.client import connect
 from tests.support.inprocess import make_wake, start_server
 from tests.support.order_fakes import order_harness

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from executor.decide.killswitch import MAX_REASON_BYTES, NO_REASON, KillSwitch, killswitch_main
+from executor.runtime.kill_switch import MAX_REASON_BYTES, NO_REASON, KillSwitch
+from executor.trading.kill_command import killswitch_main
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -275,9 +276,9 @@ def test_cli_file_system_error_is_one_line(
 
 
 def run_process(*argv: str) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m executor.decide.killswitch`` with ``argv``."""
+    """Run ``python -m executor.trading.kill_command`` with ``argv``."""
     return subprocess.run(
-        [sys.executable, "-m", "executor.decide.killswitch", *argv],
+        [sys.executable, "-m", "executor.trading.kill_command", *argv],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -287,7 +288,7 @@ def run_process(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_module_as_process_exit_codes(tmp_path: Path) -> None:
-    """``python -m executor.decide.killswitch`` exits 2 for status while engaged and 0 once
+    """``python -m executor.trading.kill_command`` exits 2 for status while engaged and 0 once
     released."""
     path = str(tmp_path / "halt")
     engaged = run_process("--kill-switch", path, "engage", "from", "a", "shell")

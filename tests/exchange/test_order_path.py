@@ -15,7 +15,6 @@ import trio.testing
 from structlog.testing import capture_logs
 
 from executor.clock import clock_domain
-from executor.decide.killswitch import KillSwitch
 from executor.decide.risk import RiskGate, RiskLimits
 from executor.exchange.orders import dispatcher as dispatcher_module
 from executor.exchange.orders import transport as transport_module
@@ -25,6 +24,7 @@ from executor.exchange.orders.transport import ExchangeError
 from executor.fire.path import FireOutcome
 from executor.recording.order_terms import CANCELLED_AT_SHUTDOWN
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
+from executor.runtime.kill_switch import KillSwitch
 from executor.wire.protocol import WakeMessage
 from tests.support.inprocess import make_wake
 from tests.support.order_fakes import FakePlacer, order_harness

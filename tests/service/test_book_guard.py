@@ -21,7 +21,6 @@ import executor.trading.assembly as assembly_module
 from executor.config.book import BookSettings
 from executor.config.settings import ExchangeSettings, Settings
 from executor.config.sizing import SizingConfig
-from executor.decide.killswitch import KillSwitch
 from executor.decide.risk import RiskLimits
 from executor.exchange.book.guard import LOOK_INTERVAL_S, BookGuard, book_guard
 from executor.fake.exchange import FakeCredentials, FakeExchange
@@ -29,6 +28,7 @@ from executor.recording.audit_trail import AuditTrailState
 from executor.recording.counters import TelemetryCounters
 from executor.recording.rows import HeartbeatRow
 from executor.recording.sqlite_writer import BatchOutcome
+from executor.runtime.kill_switch import KillSwitch
 from executor.trading.assembly import order_path_factory
 from executor.wire.client import connect
 from tests.service.test_audit_trail import HEARTBEAT_S, WAIT_S, query, set_fault, wake

@@ -12,8 +12,8 @@ import pytest
 import trio
 import trio.testing
 
-from executor.decide.killswitch import KillSwitch
 from executor.fire.path import FirePath, FireRequest
+from executor.runtime.kill_switch import KillSwitch
 from executor.wire.client import connect
 from executor.wire.protocol import MAX_FRAME_BYTES, encode_frame
 from tests.support.inprocess import RunningServer, make_wake, start_server

@@ -17,7 +17,6 @@ import trio
 
 from executor.clock import clock_domain
 from executor.config.sizing import SizingConfig
-from executor.decide.killswitch import KillSwitch
 from executor.decide.risk import RiskGate
 from executor.exchange.follow.account import AccountState
 from executor.exchange.orders.dispatcher import OrderDispatcher, OrderPolicy
@@ -27,6 +26,7 @@ from executor.exchange.orders.transport import OrderStamps
 from executor.fire.path import FirePath, OrderPath
 from executor.recording.intent_journal import RecordFields, decode_record, frame_record
 from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow
+from executor.runtime.kill_switch import KillSwitch
 
 
 @dataclass

@@ -38,7 +38,7 @@ import trio
 from executor.clock import wall_ms
 from executor.config.settings import ExchangeSettings
 from executor.config.variables import StartupError
-from executor.decide.killswitch import KillSwitch
+from executor.decide.decision import KillSwitchState
 from executor.exchange.book.cancels import BookWriter, cancel_resting
 from executor.exchange.book.order_group import OrderGroup, create_order_group
 from executor.exchange.follow.reconcile import Reconciler
@@ -99,7 +99,7 @@ class BookGuard:
         sink: OrderRowSink,
         *,
         group: OrderGroup | None,
-        kill_switch: KillSwitch | None,
+        kill_switch: KillSwitchState | None,
         audit: AuditState | None,
         cancel_on_engage: bool,
         trigger_on_engage: bool,
@@ -274,7 +274,7 @@ def book_guard(
     reconciler: Reconciler,
     sink: OrderRowSink,
     group: OrderGroup | None,
-    kill_switch: KillSwitch | None,
+    kill_switch: KillSwitchState | None,
     audit: AuditState | None,
 ) -> BookGuard:
     """The guard for these settings (what an engage cancels and triggers: the module docstring)."""

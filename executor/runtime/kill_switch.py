@@ -1,4 +1,8 @@
-"""The kill switch: a file whose presence halts real fires, and the command that manages it.
+"""The kill switch file: a file whose presence halts real fires, read with a short cache.
+
+The decision layer reads only a view of it (``executor.decide.decision.KillSwitchState``: why it
+is engaged, or None); this module is the file behind that view, and the command that manages it
+is ``executor killswitch`` (``executor.trading.kill_command``).
 
 The switch is engaged while anything exists at its path; an empty file engages it. The file's
 stripped text, when it is a readable regular file with non-empty text, is the reason logged with
@@ -19,18 +23,14 @@ operator's change is seen within ``ttl_s``.
 
 from __future__ import annotations
 
-import argparse
 import errno
 import os
 import stat
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final, NoReturn, Protocol
-
-from executor.runtime.exit_codes import EXIT_FAILURE, EXIT_OK
+from typing import Final
 
 DEFAULT_TTL_S: Final = 1.0
 """How long (seconds) a reading of the switch is trusted: an operator's halt lands within a second,
@@ -52,6 +52,7 @@ def unreadable_reason(why: str) -> str:
     """The reason of a switch that is engaged because its file cannot be read, saying why."""
     return f"(switch file unreadable: {why})"
 
+
 MAX_REASON_BYTES: Final = 4096
 """Most bytes read from the switch file: a reason is a log line, and a fire must not read a
 large file by mistake."""
@@ -60,9 +61,6 @@ SWITCH_FILE_MODE: Final = 0o644
 """Mode of a file written by ``engage``: readable by an executor running as another user."""
 
 _RELEASED_ERRNOS: Final = frozenset({errno.ENOENT, errno.ENOTDIR})
-
-EXIT_ENGAGED: Final = 2
-"""``status`` while the switch is engaged."""
 
 
 class KillSwitch:
@@ -177,139 +175,11 @@ def _strerror(error: OSError) -> str:
     return error.strerror or str(error)
 
 
-class _UsageError(Exception):
-    """Bad command-line usage; the message is the one line printed."""
-
-
-class KillUsageError(Exception):
-    """The exchange half of ``engage`` is misconfigured; the message is the one line printed."""
-
-
-class ExchangeKill(Protocol):
-    """The exchange half of ``engage`` (``executor.trading.kill_command``), plugged in by the CLI so
-    this layer stays below the exchange."""
-
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        """Add the flags the exchange half reads."""
-        ...
-
-    def asked(self, args: argparse.Namespace) -> bool:
-        """Whether the flags ask for the exchange half."""
-        ...
-
-    def prepare(self, args: argparse.Namespace) -> Callable[[str], int] | None:
-        """What to run once the switch file is engaged (called with the reason, returning the exit
-        status), or None when the flags do not ask for it.
-
-        Raises:
-            KillUsageError: the flags or variables cannot work (nothing has been changed yet).
-        """
-        ...
-
-
-class _Parser(argparse.ArgumentParser):
-    # argparse exits 2 on bad usage, which would read as "engaged" to a script checking status.
-    def error(self, message: str) -> NoReturn:
-        raise _UsageError(message)
-
-
-def _parser() -> _Parser:
-    parser = _Parser(
-        prog="executor killswitch",
-        description=(
-            "Engage, release or inspect the executor's kill switch file. status exits 2 while "
-            "engaged, 0 when released; bad usage and failures exit 1."
-        ),
-    )
-    parser.add_argument(
-        "--kill-switch",
-        required=True,
-        metavar="PATH",
-        help="the switch file (the same path given to `executor serve --kill-switch`)",
-    )
-    # Both optional to argparse, so a missing command is reported in words below rather than as
-    # "the following arguments are required: ..., reason" (a reason is never required).
-    parser.add_argument("command", metavar="{engage,release,status}", nargs="?")
-    parser.add_argument(
-        "reason",
-        metavar="REASON",
-        nargs="*",
-        default=[],
-        help="engage only: the reason, words joined by spaces",
-    )
-    return parser
-
-
-def killswitch_main(argv: list[str], exchange: ExchangeKill | None = None) -> int:
-    """``executor killswitch [--kill-switch PATH] {engage [REASON...] | release | status}``.
-
-    ``--kill-switch`` is required: the server has no default switch path either, and a default here
-    could engage a file no executor watches. With ``exchange`` (the command line's), ``engage``
-    can also cancel through the exchange (``executor.trading.kill_command``).
-
-    Returns:
-        The exit status: 0 done (or released, for ``status``), 2 engaged (``status`` only), 1 for
-        bad usage, an unknown command or a file-system error, in which case nothing was changed
-        and one line went to stderr; 1 too when the switch was engaged but the exchange half failed
-        (its lines say so).
-    """
-    parser = _parser()
-    if exchange is not None:
-        exchange.add_arguments(parser)
-    try:
-        args = parser.parse_intermixed_args(argv)
-    except _UsageError as error:
-        print(f"{parser.prog}: {error}", file=sys.stderr)
-        return EXIT_FAILURE
-    except SystemExit as leaving:  # --help
-        return EXIT_OK if leaving.code is None else int(leaving.code)
-    command: str | None = args.command
-    words: list[str] = args.reason
-    if command is None:
-        print(f"{parser.prog}: a command is required: engage, release or status", file=sys.stderr)
-        return EXIT_FAILURE
-    if command not in ("engage", "release", "status"):
-        print(
-            f"{parser.prog}: unknown command {command!r} (expected engage, release or status)",
-            file=sys.stderr,
-        )
-        return EXIT_FAILURE
-    if words and command != "engage":
-        print(f"{parser.prog}: {command} takes no arguments, got {words!r}", file=sys.stderr)
-        return EXIT_FAILURE
-    after_engage = None
-    if exchange is not None and exchange.asked(args):
-        if command != "engage":
-            print(f"{parser.prog}: only engage acts on the exchange", file=sys.stderr)
-            return EXIT_FAILURE
-        try:
-            after_engage = exchange.prepare(args)
-        except KillUsageError as error:
-            print(f"{parser.prog}: {error}", file=sys.stderr)
-            return EXIT_FAILURE
-    switch = KillSwitch(args.kill_switch, ttl_s=0)
-    try:
-        if command == "engage":
-            switch.engage(" ".join(words))
-        elif command == "release":
-            was_engaged = switch.release()
-            print("released" if was_engaged else "released (was not engaged)")
-            return EXIT_OK
-    except OSError as error:
-        print(
-            f"{parser.prog}: cannot {command} {switch.path}: {error.strerror or error}",
-            file=sys.stderr,
-        )
-        return EXIT_FAILURE
-    reason = switch.engaged_reason()
-    if reason is None:
-        print("released")
-        return EXIT_OK
-    print(f"engaged: {reason}", flush=True)
-    if after_engage is not None:
-        return after_engage(reason)
-    return EXIT_ENGAGED if command == "status" else EXIT_OK
-
-
-if __name__ == "__main__":
-    sys.exit(killswitch_main(sys.argv[1:]))
+__all__ = [
+    "DEFAULT_TTL_S",
+    "MAX_REASON_BYTES",
+    "NO_REASON",
+    "SWITCH_FILE_MODE",
+    "KillSwitch",
+    "unreadable_reason",
+]
