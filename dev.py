@@ -9,6 +9,8 @@
                                      with arguments, pytest runs exactly as they say)
     python3 dev.py check             ruff + mypy --strict
     python3 dev.py bench [ARGS...]   run the benchmark (python -m bench)
+    python3 dev.py layout [--check]  write docs/design/layout.md from the packages' docstrings
+                                     (--check: exit 1 if the committed file is stale)
     python3 dev.py setup             only create or refresh the environment
 
 `serve`, `stats` and `orders` run in the caller's directory, so a relative path (`--telemetry-db
@@ -231,6 +233,11 @@ def main() -> int:
     if command in {"help", "-h", "--help"}:
         print(__doc__)
         return 0
+    if command == "layout":
+        # Reads docstrings with ast only: no environment needed.
+        from tools.layout import main as layout_main
+
+        return layout_main(rest)
     python = str(_ensure_venv() / "python")
     if command == "setup":
         return 0  # the environment is ready; CI builds the other versions' ahead of their turn
@@ -253,7 +260,7 @@ def main() -> int:
         return _run([python, "-m", "bench", *rest])
     print(
         f"dev.py: unknown command {command!r}; try: serve, stats, orders, test, check, bench, "
-        "setup",
+        "layout, setup",
         file=sys.stderr,
     )
     return 2

@@ -1,10 +1,13 @@
-"""Recording: what ``executor.telemetry`` drives.
+"""Recording: the telemetry file and everything written to or read from it, below every layer
+that produces rows.
 
-The row types and the stage vocabulary (``rows``: ``latency_events``, ``orders_fired``,
-``heartbeats``), the counters the exit lines and the metrics report (``counters``), the file's
-default path and schema (``schema``), the file's life (``database``: open, prove writable,
-close), the batches the writer thread commits (``sqlite_writer``), the
-batching consumer that feeds it (``consumer``), and the ``--metrics`` Prometheus endpoint
-(``metrics``). May import only the foundation (``executor``, ``executor.clock``, ``executor.logs``,
-``executor.signer``); every layer above may import it.
+The file (``schema``, ``database``, ``database_lock``), its rows (``rows``) and their writer
+(``sqlite_writer``, fed by the batching ``consumer``); what keeps the audit trail whole
+(``audit_trail``, ``intent_journal``, ``journal_replay``, ``heartbeat``); the order state the
+table holds (``order_terms``: which rows are open and the ``error_message`` words; ``open_orders``,
+``recent_orders``, ``order_groups``, ``installation``: what start-up reads back); and what the
+executor reports (``counter_list``: every counter once; ``counters``: their snapshots and exit
+lines; ``metrics``: the ``--metrics`` endpoint). May import the foundation (``executor``,
+``executor.clock``, ``executor.logs``, ``executor.signer``), ``executor.config`` and
+``executor.runtime``; every layer above may import it.
 """

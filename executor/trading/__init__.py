@@ -2,7 +2,9 @@
 
 ``exchange_side`` opens the exchange end at start-up (key, pre-warmed client, signing workers,
 the in-process fake when asked); ``assembly`` builds the rest of the order path over it
-(reconciliation, the stream, the book guard, warm start, pollers) and takes it down in order;
-``kill_command`` wires ``executor killswitch`` to the exchange. May import every layer below the
-service; never ``executor.server`` or the command line.
+(reconciliation, the stream, the book guard, warm start, pollers, the heartbeat) and takes it
+down in order; ``counters`` gathers the order path's counters from the objects that keep them;
+``kill_command`` is ``executor killswitch`` (the switch file, and the kill carried to the
+exchange). May import every layer below the service; never ``executor.server`` or the command
+line.
 """

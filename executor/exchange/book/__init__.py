@@ -2,6 +2,6 @@
 (``order_group``), the guard that acts on the kill switch (``guard``), and the offline kill
 (``offline_kill``, behind ``executor killswitch engage``).
 
-May import every room of the exchange below it, the decision's kill switch, configuration,
-recording and the foundation.
+May import every room of the exchange below it, the decision (the kill switch's view),
+configuration, recording, runtime and the foundation.
 """

@@ -3,6 +3,7 @@
 orders this installation placed but has no row for (``adoption``), and the account poll
 (``account``).
 
-May import the exchange's face (messages, protocols, the REST reader), recording and the
-foundation; never the order path, the stream or the book.
+May import the exchange's face (messages, protocols, the REST reader), the decision (the risk
+gate it tells of fills), recording and the foundation; never the order path, the stream or the
+book.
 """
