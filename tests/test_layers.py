@@ -267,18 +267,9 @@ def test_the_fire_path_imports_no_room_only_to_gather_its_counters() -> None:
 
 IO_MODULES: Final = frozenset(
     {
-        "argparse",
-        "fcntl",
-        "io",
-        "os",
-        "pathlib",
-        "shutil",
-        "socket",
-        "sqlite3",
-        "stat",
-        "subprocess",
+        *("argparse", "fcntl", "io", "os", "pathlib", "shutil", "socket"),
+        *("sqlite3", "stat", "subprocess", "sys", "tempfile", "trio"),
     }
-    | {"sys", "tempfile", "trio"}
 )
 """Standard modules (and trio) that read files, the environment or the command line, or await."""
 
@@ -304,6 +295,99 @@ def test_the_decision_layer_imports_nothing_that_does_io() -> None:
         for name in standard_imports(path) & IO_MODULES
     }
     assert found == set()
+
+
+ROOM_MODULES_MAX: Final = 12
+"""Most modules a room (a package folder, its subpackages apart) holds: past it, it is two rooms."""
+
+OVERSIZED_ROOMS: Final = {
+    "executor/recording": 18,
+    "executor/fake": 15,
+    "executor/exchange/orders": 13,
+    "bench/scenarios": 14,
+}
+"""Rooms already past the limit, each held at its size until it is split (issue 33): a module
+added to one of them, or a new room past the limit, fails."""
+
+LAYERS_THE_ROOT_KNOWS: Final = (
+    "executor.config",
+    "executor.decide",
+    "executor.recording",
+    "executor.exchange.orders",
+    "executor.exchange.follow",
+    "executor.exchange.stream",
+    "executor.exchange.book",
+    "executor.fire",
+)
+"""The layers a composition root builds from: configuration, the decision, recording, every room
+of the exchange and the fire path."""
+
+
+def room_sizes(roots: Iterable[Path]) -> dict[str, int]:
+    """Modules per package folder under ``roots`` (``bench/results/`` left out: not code)."""
+    sizes: dict[str, int] = {}
+    for root in roots:
+        for init in sorted(root.rglob("__init__.py")):
+            folder = init.parent
+            if "results" in folder.relative_to(root.parent).parts:
+                continue
+            name = folder.relative_to(root.parent).as_posix()
+            sizes[name] = sum(1 for path in folder.glob("*.py") if path.name != "__init__.py")
+    return sizes
+
+
+def rooms_over_the_limit(sizes: Mapping[str, int]) -> list[str]:
+    """The rooms past :data:`ROOM_MODULES_MAX` (or past their held size), as ``"room: N"``."""
+    return sorted(
+        f"{room}: {count}"
+        for room, count in sizes.items()
+        if count > OVERSIZED_ROOMS.get(room, ROOM_MODULES_MAX)
+    )
+
+
+def test_no_room_holds_more_than_about_twelve_modules() -> None:
+    """No package of executor/ or bench/ grows past 12 modules (the rooms already past it are
+    held at their size)."""
+    sizes = room_sizes((PACKAGE_ROOT, PACKAGE_ROOT.parent / "bench"))
+    assert rooms_over_the_limit(sizes) == []
+    assert set(OVERSIZED_ROOMS) <= set(sizes)  # a split room leaves this list
+
+
+def test_a_room_past_the_limit_is_reported() -> None:
+    """Negative twin: a 13-module room and a held room grown by one are both named."""
+    sizes = {"executor/new": 13, "executor/recording": 19, "executor/wire": 12}
+    assert rooms_over_the_limit(sizes) == ["executor/new: 13", "executor/recording: 19"]
+
+
+def layer_name(module: str) -> str:
+    """The entry of :data:`LAYERS` that holds ``module`` (its room, or itself at the top)."""
+    entries = [entry for layer in LAYERS for entry in layer]
+    covering = [entry for entry in entries if module == entry or module.startswith(entry + ".")]
+    return max(covering, key=len, default=module)
+
+
+def packages_knowing(graph: Mapping[str, set[str]], layers: Sequence[str]) -> list[str]:
+    """The layers (rooms, or top-level modules) whose modules together import each of
+    ``layers`` other than themselves."""
+    imported: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        owner = layer_name(module)
+        for target in targets:
+            for layer in layers:
+                if (target == layer or target.startswith(layer + ".")) and layer != owner:
+                    imported.setdefault(owner, set()).add(layer)
+    return sorted(
+        owner
+        for owner, known in imported.items()
+        if known >= {layer for layer in layers if layer != owner}
+    )
+
+
+def test_the_composition_root_is_the_only_package_that_knows_every_layer() -> None:
+    """Only ``executor.trading`` imports configuration, the decision, recording, every room of
+    the exchange and the fire path."""
+    graph = import_graph(PACKAGE_ROOT)
+    assert packages_knowing(graph, LAYERS_THE_ROOT_KNOWS) == ["executor.trading"]
 
 
 # ---------------------------------------------------------------- the checker's negative twins
