@@ -30,7 +30,7 @@ from tests.support.processes import Spawner, metrics_port, request_all
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "deploy" / "systemd" / "trio-executor.service"
 DASHBOARD = ROOT / "deploy" / "grafana" / "trio-executor.json"
-OPERATIONS = ROOT / "docs" / "OPERATIONS.md"
+OPERATIONS = ROOT / "docs" / "operations" / "deployment.md"
 
 GROUP_CREATED = re.compile(r"^ +sudo groupadd --system (\S+)", flags=re.MULTILINE)
 GROUP_JOINED = re.compile(r"^ +sudo usermod -aG (\S+) POLLER_USER", flags=re.MULTILINE)

@@ -20,7 +20,11 @@ import pytest
 from tests.support.processes import Spawner
 
 ROOT = Path(__file__).resolve().parents[2]
-OPERATIONS = ROOT / "docs" / "OPERATIONS.md"
+OPERATIONS = (
+    ROOT / "docs" / "operations" / "data.md",
+    ROOT / "docs" / "operations" / "monitoring.md",
+)
+"""The pages that say what a file holds and what ``executor orders`` prints."""
 
 EVERY_FILE = re.compile(r"a file this executor has opened holds (.+?)\.\s")
 """The sentence naming the tables of every file an executor opened."""
@@ -35,8 +39,8 @@ DOCUMENTED_ORDERS = re.compile(r'`"orders": ([^`]+)`')
 
 
 def operations_text() -> str:
-    """OPERATIONS.md with every run of white space made one space (sentences span lines)."""
-    return " ".join(OPERATIONS.read_text().split())
+    """The operations pages with every run of white space made one space (sentences span lines)."""
+    return " ".join(" ".join(page.read_text() for page in OPERATIONS).split())
 
 
 def named_tables(pattern: re.Pattern[str], text: str) -> set[str]:

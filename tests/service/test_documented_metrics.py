@@ -21,7 +21,7 @@ from tests.support.inprocess import make_wake
 from tests.support.processes import Spawner, exit_counters, metrics_port, request_all
 
 ROOT = Path(__file__).resolve().parents[2]
-OPERATIONS = ROOT / "docs" / "OPERATIONS.md"
+OPERATIONS = ROOT / "docs" / "operations" / "monitoring.md"
 
 METRIC_NAME = re.compile(r"\btrio_executor_[a-z0-9_]*[a-z0-9](?![a-z0-9_])")
 """A metric name written out whole (a pattern such as ``trio_executor_<counter>_total`` is not)."""

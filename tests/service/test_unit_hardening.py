@@ -35,7 +35,7 @@ from tests.support.processes import (
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "deploy" / "systemd" / "trio-executor.service"
-OPERATIONS = ROOT / "docs" / "OPERATIONS.md"
+OPERATIONS = ROOT / "docs" / "operations" / "deployment.md"
 
 MAX_EXPOSURE = 2.5
 """The highest exposure ``systemd-analyze security`` rates "OK" (issue 23, item 11)."""
