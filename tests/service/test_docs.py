@@ -10,17 +10,23 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+PERFORMANCE = "docs/performance"
+"""The plan, the notebook and the summary: the measurement documents."""
+
+
+def pages(pattern: str) -> tuple[str, ...]:
+    """The site's pages that ``pattern`` matches under ``docs/``, as repository paths."""
+    return tuple(sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs").glob(pattern)))
+
+
+MEASUREMENT_DOCUMENTS = pages("performance/**/*.md")
+"""The plan and the results: commands as typed, with what stood outside the checkout named."""
+
 USER_DOCUMENTS = (
     "README.md",
-    "docs/OPERATIONS.md",
-    "docs/PROTOCOL.md",
-    "docs/PORT-FIDELITY.md",
-    "docs/RELIABILITY.md",
+    *(page for page in pages("**/*.md") if not page.startswith(PERFORMANCE)),
 )
-"""What a user reads."""
-
-MEASUREMENT_DOCUMENTS = ("docs/BENCHMARK.md", "docs/RESULTS.md")
-"""The plan and the results: commands as typed, with what stood outside the checkout named."""
+"""What a user reads: the README and every page of the site but the measurements."""
 
 DOCUMENTS = USER_DOCUMENTS + MEASUREMENT_DOCUMENTS
 
@@ -29,6 +35,14 @@ PARENT_PATH = re.compile(r"(?<![\w.])\.\./[\w./-]+")
 RUN_MACHINE_PATH = re.compile(r"(?<![\w.$<>/-])/(?:tmp|work|root|home|mnt|srv|opt)/[\w./-]*")
 """An absolute path into a folder that existed only on the machine of a run (a temporary tree,
 a build folder, a workspace): a reader has none of them."""
+
+
+def test_the_pages_are_found() -> None:
+    """The globs find the site's pages: the operations guide among the user documents, the plan
+    and the notebook among the measurements (the parametrized checks are not vacuous)."""
+    assert "docs/operations/configuration.md" in USER_DOCUMENTS
+    assert "docs/performance/plan/index.md" in MEASUREMENT_DOCUMENTS
+    assert "docs/performance/notebook/index.md" in MEASUREMENT_DOCUMENTS
 
 
 @pytest.mark.parametrize("name", DOCUMENTS)
@@ -100,8 +114,9 @@ def test_the_check_sees_an_escaping_path() -> None:
     """The pattern finds a ``../shared/...`` reference (the check can fail)."""
     found = PARENT_PATH.findall("see `../shared/spec/SERVICE.md` and (../x.md)")
     assert found == ["../shared/spec/SERVICE.md", "../x.md"]
-    assert not _inside(ROOT / "docs" / "OPERATIONS.md", found[0])
-    assert _inside(ROOT / "docs" / "OPERATIONS.md", "../deploy/systemd/trio-executor.service")
+    page = ROOT / "docs" / "operations" / "deployment.md"
+    assert not _inside(page, found[0])
+    assert _inside(page, "../../deploy/systemd/trio-executor.service")
 
 
 COUNT_WORDS = {1: "It", 2: "Both", 3: "All three", 4: "All four"}
@@ -127,3 +142,18 @@ def test_readme_opens_with_the_start_and_test_commands() -> None:
     commands, following = opening_commands((ROOT / "README.md").read_text())
     assert commands[:2] == ["python3 dev.py serve", "python3 dev.py test"]
     assert following.startswith(f"{COUNT_WORDS[len(commands)]} need only Python 3.11+")
+
+
+PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+"""A fenced Python block of a Markdown document."""
+TRY_OUT = "docs/getting-started/try-out.md"
+"""The try-out page, which shows the README's client example (run by test_readme_example.py)."""
+
+
+def test_the_try_out_example_is_the_readmes() -> None:
+    """The try-out page's one Python block is the README's, which a test runs: the page cannot
+    show an example that no longer works."""
+    (page_block,) = PYTHON_BLOCK.findall((ROOT / TRY_OUT).read_text())
+    (readme_block,) = PYTHON_BLOCK.findall((ROOT / "README.md").read_text())
+    assert page_block == readme_block
+    assert "executor.wire.client" in page_block  # the block was found, and is the client example
