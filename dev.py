@@ -7,7 +7,8 @@
     python3 dev.py orders [ARGS...]  `executor orders` on the same file: the recent orders
     python3 dev.py test [PYTEST ARGS...]   run the whole test suite (in TEST_WORKERS processes;
                                      with arguments, pytest runs exactly as they say)
-    python3 dev.py check             ruff + mypy --strict
+    python3 dev.py check             ruff + mypy --strict + the documents' strict build
+    python3 dev.py docs              build the documents (mkdocs build --strict) into site/
     python3 dev.py bench [ARGS...]   run the benchmark (python -m bench)
     python3 dev.py layout [--check]  write docs/design/layout.md from the packages' docstrings
                                      (--check: exit 1 if the committed file is stale)
@@ -190,7 +191,8 @@ def _serve(python: str, rest: list[str]) -> None:
         os.environ.update(chosen)
         if chosen:
             notes.append(
-                "dev.py: try-out risk limits (production keeps its defaults, docs/OPERATIONS.md; "
+                "dev.py: try-out risk limits (production keeps its defaults, "
+                "docs/operations/configuration.md; "
                 "set a KALSHI_RISK_* variable to choose one): "
                 + " ".join(f"{name.removeprefix('KALSHI_RISK_')}={chosen[name]}" for name in chosen)
             )
@@ -228,6 +230,16 @@ def _fresh_database(path: Path) -> Path | None:
     return previous
 
 
+SITE = ROOT / "site"
+"""Where ``dev.py docs`` builds the documents (.gitignore keeps it out of the repository)."""
+
+
+def _build_docs(python: str, *rest: str) -> int:
+    """The documents as a site, strictly: a broken link or anchor, or a page missing from the
+    nav, fails the build (mkdocs.yml says so too)."""
+    return _run([python, "-m", "mkdocs", "build", "--strict", "--site-dir", str(SITE), *rest])
+
+
 def main() -> int:
     command, *rest = sys.argv[1:] or ["help"]
     if command in {"help", "-h", "--help"}:
@@ -253,14 +265,18 @@ def main() -> int:
         workers = [] if rest else ["-n", str(TEST_WORKERS)]
         return _run([python, "-m", "pytest", *workers, *rest])
     if command == "check":
-        return _run([python, "-m", "ruff", "check", "."]) or _run(
-            [python, "-m", "mypy", "--strict", "executor", "bench"]
+        return (
+            _run([python, "-m", "ruff", "check", "."])
+            or _run([python, "-m", "mypy", "--strict", "executor", "bench"])
+            or _build_docs(python)
         )
+    if command == "docs":
+        return _build_docs(python, *rest)
     if command == "bench":
         return _run([python, "-m", "bench", *rest])
     print(
-        f"dev.py: unknown command {command!r}; try: serve, stats, orders, test, check, bench, "
-        "layout, setup",
+        f"dev.py: unknown command {command!r}; try: serve, stats, orders, test, check, docs, "
+        "bench, layout, setup",
         file=sys.stderr,
     )
     return 2
