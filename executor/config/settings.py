@@ -104,7 +104,7 @@ class Settings:
 def add_exchange_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the order-path flags to ``executor serve``'s parser."""
     group = parser.add_argument_group(
-        "order path (see docs/OPERATIONS.md for every KALSHI_* variable)"
+        "order path (see docs/operations/configuration.md for every KALSHI_* variable)"
     )
     group.add_argument(
         "--exchange",

@@ -87,7 +87,7 @@ def test_unit_is_a_notify_service_with_its_directories(monkeypatch: pytest.Monke
     assert service["Type"] == "notify"
     assert service["NotifyAccess"] == "main"
     args = exec_start_args()
-    # The group exists where the unit is installed (OPERATIONS.md creates it), not here.
+    # The group exists where the unit is installed (the guide creates it), not here.
     monkeypatch.setattr(cli, "resolve_socket_group", lambda text: (4242, text))
     parsed = cli.build_parser().parse_args(args)  # the executor's own parser accepts them
     assert parsed.command == "serve"
@@ -131,7 +131,7 @@ def test_unit_hardening() -> None:
 
 @dataclasses.dataclass(frozen=True)
 class PollerSetup:
-    """What OPERATIONS.md tells an operator to set up for a poller running as another user."""
+    """What the guide tells an operator to set up for a poller running as another user."""
 
     group: str
     socket_mode: str
@@ -145,7 +145,7 @@ def paragraph(text: str, opening: str) -> str:
 
 
 def unit_table(operations: str) -> dict[str, str]:
-    """OPERATIONS.md's table of the unit's settings: each setting cell to its value cell, both
+    """the guide's table of the unit's settings: each setting cell to its value cell, both
     without backquotes."""
     table = operations[operations.index(UNIT_TABLE) :].split("\n\n", 1)[0]
     rows = [line.strip().strip("|").split("|") for line in table.splitlines()[2:]]
@@ -153,7 +153,7 @@ def unit_table(operations: str) -> dict[str, str]:
 
 
 def documented_poller_setup(operations: str) -> PollerSetup:
-    """The poller's group, the socket's mode and the runtime directory's mode as OPERATIONS.md
+    """The poller's group, the socket's mode and the runtime directory's mode as the guide
     gives them, once its install commands, its prose and its table of the unit agree on them."""
     (created,) = GROUP_CREATED.findall(operations)
     (joined,) = GROUP_JOINED.findall(operations)
@@ -189,7 +189,7 @@ def poller_problems(unit_text: str, setup: PollerSetup) -> list[str]:
 
 
 def test_unit_lets_a_poller_under_another_user_connect() -> None:
-    """The unit carries what OPERATIONS.md tells an operator to set up for a poller under another
+    """The unit carries what the guide tells an operator to set up for a poller under another
     user: the socket's mode and group in ExecStart, the executor in that group, and a runtime
     directory the poller can pass through but not list."""
     setup = documented_poller_setup(OPERATIONS.read_text())

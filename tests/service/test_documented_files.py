@@ -1,5 +1,6 @@
-"""What OPERATIONS.md says a telemetry file holds, and what ``executor orders --json`` prints for
-it, hold for a file a real ``executor serve`` made (issue 23, item 9).
+"""What the operations guide (docs/operations/) says a telemetry file holds, and what
+``executor orders --json`` prints for it, hold for a file a real ``executor serve`` made (issue
+23, item 9).
 
 Each test reads the sentence from the document and the facts from a file an executor just wrote,
 so the two cannot drift apart: the sentences these replace ("only the two tables this executor
@@ -50,7 +51,7 @@ def named_tables(pattern: re.Pattern[str], text: str) -> set[str]:
 
 
 def documented_tables(exchange: str, text: str) -> set[str]:
-    """The tables OPERATIONS.md says a file holds once an executor with ``--exchange exchange``
+    """The tables the guide says a file holds once an executor with ``--exchange exchange``
     has opened it."""
     tables = named_tables(EVERY_FILE, text)
     if exchange != "none":
@@ -83,7 +84,7 @@ def test_the_tables_a_file_holds_are_the_ones_documented(
     spawner: Spawner, short_dir: Path, exchange: str
 ) -> None:
     """The tables in a file an executor (with or without an exchange) made are exactly those
-    OPERATIONS.md names for it."""
+    the guide names for it."""
     database = written_file(spawner, short_dir, exchange)
     assert tables_in(database) == documented_tables(exchange, operations_text())
 
@@ -100,7 +101,7 @@ def test_the_table_sentences_are_found_and_compared() -> None:
 
 
 def documented_empty_orders(text: str) -> str:
-    """The JSON value OPERATIONS.md gives for ``orders`` in the clause of its ``executor orders``
+    """The JSON value the guide gives for ``orders`` in the clause of its ``executor orders``
     section that says when the command prints ``no orders``."""
     section = text[text.index(ORDERS_SECTION) :]
     (clause,) = [clause for clause in re.split(r"(?<=[.;])\s+", section) if NO_ORDERS in clause]
@@ -112,7 +113,7 @@ def test_orders_json_of_an_executors_empty_file_is_an_empty_list(
     spawner: Spawner, short_dir: Path
 ) -> None:
     """``executor orders`` on the file of an executor without an exchange prints ``no orders``
-    and, with ``--json``, ``"orders": []``, which is what OPERATIONS.md says in that place."""
+    and, with ``--json``, ``"orders": []``, which is what the guide says in that place."""
     database = written_file(spawner, short_dir, "none")
     table = spawner.run("orders", "--telemetry-db", database)
     assert table.returncode == 0 and "no orders" in table.stdout.splitlines(), table.stdout

@@ -1,4 +1,5 @@
-"""What OPERATIONS.md says ``--metrics`` serves is what a live endpoint serves, name for name.
+"""What docs/operations/monitoring.md says ``--metrics`` serves is what a live endpoint serves,
+name for name.
 
 An alert or a query written from the documentation must match something: every metric name the
 document writes out, every counter of the exit lines (which it promises as
@@ -68,7 +69,7 @@ def test_the_pattern_sees_whole_names_only() -> None:
 def test_every_metric_the_operations_guide_names_is_served(
     spawner: Spawner, short_dir: Path
 ) -> None:
-    """Each metric name OPERATIONS.md writes, each exit-line counter as ``..._total``, and each
+    """Each metric name the guide writes, each exit-line counter as ``..._total``, and each
     stage its histogram row lists is in a live scrape."""
     socket_path = short_dir / "x.sock"
     executor = spawner.serve(

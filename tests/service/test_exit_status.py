@@ -3,7 +3,8 @@
 Every configuration error the executor can meet before it serves is run as a real process: each
 must exit 2 with one line on stderr and no traceback, leaving no socket behind. The runtime
 failures (another executor, a busy port, an unusable database, an exchange that cannot be
-reached) exit 1 the same way. docs/OPERATIONS.md ("Exit status") is the table these cases follow.
+reached) exit 1 the same way. The table these cases follow is "Exit status" in
+docs/operations/configuration.md.
 """
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ def test_the_exposure_check_sees_an_unhardened_unit(tmp_path: Path) -> None:
 
 
 def test_operations_lists_exactly_the_hardening_the_unit_sets() -> None:
-    """The hardening table of OPERATIONS.md names each ``Key=value`` the unit's block sets, no
+    """The hardening table of the guide names each ``Key=value`` the unit's block sets, no
     more and no fewer (no "ProtectKernel*" standing for options that are not there)."""
     text = OPERATIONS.read_text()
     table = text[text.index("| hardening |") :].split("\n\n", 1)[0]

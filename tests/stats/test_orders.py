@@ -191,7 +191,7 @@ def test_a_file_an_executor_without_an_exchange_wrote_has_no_orders(
     capsys: pytest.CaptureFixture[str], short_dir: Path
 ) -> None:
     """A real ``executor serve`` without an exchange leaves the table, empty: ``no orders`` and
-    ``"orders": []`` (what OPERATIONS.md says), never ``null``."""
+    ``"orders": []`` (what the guide says), never ``null``."""
     socket_path, path = short_dir / "x.sock", short_dir / "t.db"
     spawner = Spawner(short_dir)
     try:
