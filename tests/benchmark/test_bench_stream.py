@@ -1,5 +1,5 @@
 """The stream's benchmark scripts run on a tiny setting and keep every sample they report (no
-timed assertions: the figures are in docs/RESULTS.md)."""
+timed assertions: the figures are in docs/performance/notebook)."""
 
 from __future__ import annotations
 

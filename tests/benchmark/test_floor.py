@@ -1,5 +1,5 @@
 """The saturation comparator without Trio (``bench.baselines.floor``): it acks, records and decides
-what ``executor serve`` would, so its rate is a fair floor (docs/BENCHMARK.md, "the floor")."""
+what ``executor serve`` would, so its rate is a fair floor (docs/performance/plan, "the floor")."""
 
 from __future__ import annotations
 
