@@ -43,7 +43,8 @@ HEADER: Final = """# Layout
 Every package (a room) of the executor and the benchmark, what it owns, and its modules. Generated
 from the docstrings by `python3 dev.py layout` (`tools/layout.py`); do not edit by hand: a test
 fails when this file is stale. The import direction between the rooms is `tests/test_layers.py`'s
-`LAYERS`.
+`LAYERS`. "The reference" is the system this executor ports,
+[anaborne/prediction-market-infra](https://github.com/anaborne/prediction-market-infra).
 """
 
 
