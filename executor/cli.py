@@ -23,7 +23,7 @@ from executor.recording.schema import default_telemetry_db
 from executor.runtime.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from executor.runtime.gc_settings import GC_MODES, YOUNG_THRESHOLD
 from executor.runtime.kill_switch import DEFAULT_TTL_S, KillSwitch
-from executor.runtime.notify import ServiceNotifier
+from executor.runtime.notify import EXIT_FLUSH_S, ServiceNotifier
 from executor.runtime.placement import (
     Placement,
     PlacementError,
@@ -341,6 +341,8 @@ def _serve(args: argparse.Namespace) -> int:
     except (SocketSetupError, MetricsSetupError, TelemetryOpenError, StartupError) as error:
         startup_error = error
     finally:
+        # A STOPPING=1 the manager has not taken yet goes out before the process ends.
+        notifier.wait_sent(EXIT_FLUSH_S)
         # Queued log lines go out before the lines below, but for a bounded time only: a stalled
         # reader of stderr must not hold the exit forever (the prints below may then wait on it).
         logs.stop_logging()
