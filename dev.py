@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Bootstrap and run trio-executor from a fresh checkout with nothing but Python 3.11+.
 
-    python3 dev.py serve [ARGS...]   start the service (default socket and SQLite file; the
-                                     in-process fake exchange unless --exchange is given)
-    python3 dev.py stats [ARGS...]   `executor stats` on serve's SQLite file (var/telemetry.db)
+    python3 dev.py serve [--fresh] [ARGS...]   start the service (default socket and SQLite file;
+                                     a try-out on the in-process fake unless --exchange is given)
+    python3 dev.py stats [ARGS...]   `executor stats` on the try-out's SQLite file (var/try-out.db)
     python3 dev.py orders [ARGS...]  `executor orders` on the same file: the recent orders
     python3 dev.py test [PYTEST ARGS...]   run the whole test suite (in TEST_WORKERS processes;
                                      with arguments, pytest runs exactly as they say)
@@ -24,10 +24,16 @@ bench extras; later uses reinstall only when pyproject.toml changed.
 TRIO_EXECUTOR_PYTHON=python3.13 picks another interpreter (a name on PATH, a path, or a pyenv
 version's python3.X): its environment is `.venv-3.13/`, so each Python version keeps its own.
 `serve` replaces this process with the executor (os.execv), so Ctrl-C and SIGTERM reach it directly;
-before it does, it prints the `stats` and `orders` commands that read the file it writes. A try-out
-(`serve` without `--telemetry-db`) starts with a fresh var/telemetry.db, the last run's moved to
-var/telemetry.previous.db; with the fake it chose (no `--exchange`, no `--env-file`) it sets the
-try-out risk limits (`TRYOUT_RISK_LIMITS`) for the KALSHI_RISK_* variables not set.
+before it does, it prints the `stats` and `orders` commands that read the file it writes.
+
+A try-out is `serve` without `--exchange`: the in-process fake, and its own database,
+var/try-out.db (unless `--telemetry-db` names one), kept across runs like any other. `--fresh`
+(a try-out's only) moves the try-out's database aside first, as one unit with everything beside it
+(`-wal`, `-shm`, the intent journal `-intents`): var/try-out.previous.db*. Without `--env-file`
+a try-out also gets the try-out risk limits (`TRYOUT_RISK_LIMITS`) for the KALSHI_RISK_* variables
+not set. Any other `serve` (`--exchange auto` with a demo key, say) is the executor's own, on one
+stable database, var/telemetry.db unless `--telemetry-db` names one: nothing is ever moved or
+reset for it. `serve --help` only prints the help.
 """
 
 from __future__ import annotations
@@ -45,6 +51,10 @@ PYTHON_ENV = "TRIO_EXECUTOR_PYTHON"
 
 DEFAULT_SOCKET = "/tmp/trio-executor/executor.sock"
 DEFAULT_DB = str(ROOT / "var" / "telemetry.db")
+"""A `serve` that is not a try-out (an `--exchange` given): one stable file across restarts."""
+TRYOUT_DB = str(ROOT / "var" / "try-out.db")
+"""A try-out's own file, kept across runs; `--fresh` moves it (and its companions) aside."""
+FRESH_FLAG = "--fresh"
 
 TEST_WORKERS = 3
 """Processes the whole suite runs in (pytest-xdist): its tests wait on subprocesses and sockets
@@ -141,7 +151,7 @@ def _reading_commands(bin_dir: Path, database: str) -> str:
     lines = ["dev.py: read what it records with (from this checkout, or anywhere):"]
     for command in ("stats", "orders"):
         dev = f"python3 dev.py {command}"
-        if str(shown) != DEFAULT_DB:
+        if str(shown) != TRYOUT_DB:
             dev += f" --telemetry-db {shown}"
         lines.append(f"  {dev}")
         lines.append(f"  {executor} {command} --telemetry-db {shown}")
@@ -172,16 +182,27 @@ by hand. The executor's own defaults are unchanged."""
 
 def _serve(python: str, rest: list[str]) -> None:
     """Become ``executor serve`` with dev.py's defaults; a try-out gets its own database and
-    try-out limits (said on stderr first)."""
+    try-out limits (said on stderr first). ``--help`` changes nothing on disk."""
+    fresh = FRESH_FLAG in rest
+    rest = [arg for arg in rest if arg != FRESH_FLAG]
+    if any(arg in ("-h", "--help") for arg in rest):
+        os.execv(
+            python, [python, "-m", "executor", "serve", *rest]
+        )  # only the help, no side effect
+    tryout = not any(arg == "--exchange" or arg.startswith("--exchange=") for arg in rest)
+    if fresh and not tryout:
+        sys.exit(
+            f"dev.py: {FRESH_FLAG} starts a try-out's database afresh; with --exchange the "
+            "database is the executor's own and is never moved (name another with --telemetry-db)"
+        )
     defaults = [] if _flag_value(rest, "--socket") else ["--socket", DEFAULT_SOCKET]
     database = _flag_value(rest, "--telemetry-db")
-    notes = []
     if database is None:
-        defaults += ["--telemetry-db", DEFAULT_DB]
-        previous = _fresh_database(Path(DEFAULT_DB))
-        if previous is not None:
-            notes.append(f"dev.py: a fresh {DEFAULT_DB} for this run (the last one: {previous})")
-    tryout = not any(arg == "--exchange" or arg.startswith("--exchange=") for arg in rest)
+        database = TRYOUT_DB if tryout else DEFAULT_DB
+        defaults += ["--telemetry-db", database]
+    notes = []
+    if fresh:
+        notes.append(_fresh_database(Path(database)))
     if tryout:
         defaults += ["--exchange", "fake"]  # a local try-out never needs an account
     if tryout and _flag_value(rest, "--env-file") is None:
@@ -197,7 +218,7 @@ def _serve(python: str, rest: list[str]) -> None:
                 + " ".join(f"{name.removeprefix('KALSHI_RISK_')}={chosen[name]}" for name in chosen)
             )
     print(
-        "\n".join([*notes, _reading_commands(Path(python).parent, database or DEFAULT_DB)]),
+        "\n".join([*notes, _reading_commands(Path(python).parent, database)]),
         file=sys.stderr,
     )
     # Become the executor: signals then reach it, not a parent that would die of them first.
@@ -206,28 +227,40 @@ def _serve(python: str, rest: list[str]) -> None:
     os.execv(python, [python, "-m", "executor", "serve", *defaults, *rest])
 
 
-def _fresh_database(path: Path) -> Path | None:
-    """Move the last run's ``path`` (and its ``-wal``/``-shm``) aside to ``*.previous.db``, so the
-    next run starts with an empty audit trail, as its fake starts with a fresh account (an
-    earlier run's orders would otherwise count against the risk gate and be looked up on a fake
-    that never saw them). None when there is nothing to move, or when an executor holds the file
-    (it then refuses to start on it, saying so)."""
-    if not path.exists():
-        return None
-    try:
-        with path.open("rb") as held:
-            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return None
+def _database_unit(path: Path) -> list[Path]:
+    """``path`` and every file beside it that belongs to it (``-wal``, ``-shm``, the intent
+    journal ``-intents``, ``-journal``: all named ``path`` + a suffix), those that exist."""
+    if not path.parent.is_dir():
+        return []
+    return sorted(
+        entry
+        for entry in path.parent.iterdir()
+        if entry.name == path.name or entry.name.startswith(path.name + "-")
+    )
+
+
+def _fresh_database(path: Path) -> str:
+    """Move the try-out's database at ``path`` aside to ``*.previous.db``, as one unit with its
+    companions (an earlier previous unit is removed first, whole), so this run starts with an
+    empty audit trail, as its fake starts with a fresh account. Returns the line to print.
+
+    Exits with one line when an executor holds the file: moving a database in use would split it
+    from its journal."""
+    unit = _database_unit(path)
+    if not unit:
+        return f"dev.py: {FRESH_FLAG}: no {path} yet, this run creates it"
+    if path.exists():
+        try:
+            with path.open("rb") as held:
+                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            sys.exit(f"dev.py: {FRESH_FLAG}: an executor is using {path}; stop it first")
     previous = path.with_name(path.stem + ".previous" + path.suffix)
-    for suffix in ("", "-wal", "-shm"):
-        source = path.with_name(path.name + suffix)
-        target = previous.with_name(previous.name + suffix)
-        if source.exists():
-            os.replace(source, target)
-        elif target.exists():
-            target.unlink()  # an older run's, which would not belong to the moved file
-    return previous
+    for stale in _database_unit(previous):
+        stale.unlink()
+    for source in unit:
+        os.replace(source, previous.with_name(previous.name + source.name[len(path.name) :]))
+    return f"dev.py: a fresh {path} for this run (the last one, with its journal: {previous})"
 
 
 SITE = ROOT / "site"
@@ -256,8 +289,8 @@ def main() -> int:
     if command == "serve":
         _serve(python, rest)
     if command in ("stats", "orders"):
-        # The file dev.py serve writes, unless another is named.
-        defaults = [] if _flag_value(rest, "--telemetry-db") else ["--telemetry-db", DEFAULT_DB]
+        # The try-out's file, unless another is named (serve prints the command for its own).
+        defaults = [] if _flag_value(rest, "--telemetry-db") else ["--telemetry-db", TRYOUT_DB]
         # From the caller's directory: relative paths (--telemetry-db, --plot) are theirs.
         return _run([python, "-m", "executor", command, *defaults, *rest], cwd=Path.cwd())
     if command == "test":

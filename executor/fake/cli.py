@@ -1,7 +1,9 @@
 """``python -m executor.fake``: the fake exchange as a command (DISPATCH.md §9).
 
 Generates credentials into a directory, serves until SIGINT or SIGTERM (exit 0), and prints one
-JSON line once serving: ``base_url``, ``key_id``, ``private_key_path``, ``ca_file``. A busy port or
+JSON line once serving: ``base_url``, ``stream_url`` (its WebSocket stream, on the same port: an
+executor playing against it sets ``KALSHI_DEMO_WS_URL`` to it, or it dials the real demo stream),
+``key_id``, ``private_key_path``, ``ca_file``. A busy port or
 an unwritable directory is one line on stderr and exit 1; a bad flag (a port out of range, a
 negative balance) one line and exit 2.
 
@@ -38,6 +40,7 @@ from executor.fake.exchange import (
     serve_fake_exchange,
 )
 from executor.fake.scratch import COMMAND_PREFIX, scratch_folder
+from executor.fake.stream import STREAM_PATH
 
 MAX_LISTING_LAG_S = 3600.0
 """Largest ``--listing-lag-s``: an hour behind is already an exchange outage, not a lag."""
@@ -71,6 +74,7 @@ async def _run_command(credentials: FakeCredentials, args: argparse.Namespace) -
             line = json.dumps(
                 {
                     "base_url": exchange.base_url,
+                    "stream_url": stream_url(exchange.base_url),
                     "key_id": credentials.key_id,
                     "private_key_path": str(credentials.private_key_path),
                     "ca_file": str(credentials.ca_file),
@@ -80,6 +84,11 @@ async def _run_command(credentials: FakeCredentials, args: argparse.Namespace) -
             async for _ in signals:
                 nursery.cancel_scope.cancel()
                 break
+
+
+def stream_url(base_url: str) -> str:
+    """The fake's stream URL: ``wss://`` on the REST base URL's host and port."""
+    return "wss://" + base_url.removeprefix("https://").rstrip("/") + STREAM_PATH
 
 
 def _port(text: str) -> int:

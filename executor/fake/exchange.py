@@ -16,8 +16,8 @@ Run it from a shell::
     python -m executor.fake --port 8443 [--dir D] [--balance-cents N] [--fill-rule kill]
         [--fault hang-after-place ...] [--listing-lag-s 7.5]
 
-It prints one JSON line (base_url, key_id, private_key_path, ca_file) once serving and runs until
-SIGINT or SIGTERM.
+It prints one JSON line (base_url, stream_url, key_id, private_key_path, ca_file) once serving
+and runs until SIGINT or SIGTERM.
 """
 
 from __future__ import annotations

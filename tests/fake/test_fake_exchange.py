@@ -307,13 +307,16 @@ def _start_command(*args: str) -> subprocess.Popen[str]:
 def test_the_command_prints_its_world_serves_and_exits_zero_on_a_signal(
     stop_signal: signal.Signals, tmp_path: Path
 ) -> None:
-    """One JSON line names the URL, key id, key and CA; it serves; a signal stops it with 0."""
+    """One JSON line names the URL, the stream's URL on the same port, key id, key and CA; it
+    serves; a signal stops it with 0."""
     process = _start_command("--port", "0", "--dir", str(tmp_path), "--balance-cents", "4242")
     try:
         assert process.stdout is not None
         line = process.stdout.readline()  # bounded by the test timeout if the command hangs
         world = json.loads(line)
-        assert set(world) == {"base_url", "key_id", "private_key_path", "ca_file"}
+        assert set(world) == {"base_url", "stream_url", "key_id", "private_key_path", "ca_file"}
+        host_port = world["base_url"].removeprefix("https://")
+        assert world["stream_url"] == f"wss://{host_port}/trade-api/ws/v2"
         assert Path(world["private_key_path"]).parent == tmp_path
         signer = KalshiSigner(world["private_key_path"], world["key_id"])
         timestamp = str(time.time_ns() // 1_000_000)

@@ -91,8 +91,8 @@ def test_dev_serve_prints_the_commands_that_read_its_file(short_dir: Path) -> No
 
 
 def test_dev_stats_and_orders_read_the_dev_database_by_default(short_dir: Path) -> None:
-    """``dev.py stats`` / ``dev.py orders`` run the commands from the checkout on var/telemetry.db,
-    or on the file named."""
+    """``dev.py stats`` / ``dev.py orders`` run the commands from the checkout on the try-out's
+    var/try-out.db, or on the file named."""
     require_dev_environment()
     db_path = short_dir / "t.db"
     connection, _ = open_database(db_path)
@@ -114,10 +114,10 @@ def test_dev_stats_and_orders_read_the_dev_database_by_default(short_dir: Path) 
         timeout=120,
         check=False,
     )
-    if default.returncode == 0:  # serve has run in this checkout: its file is read
-        assert f'"database": "{ROOT / "var" / "telemetry.db"}"' in default.stdout
+    if default.returncode == 0:  # a try-out has run in this checkout: its file is read
+        assert f'"database": "{ROOT / "var" / "try-out.db"}"' in default.stdout
     else:
-        assert f"{ROOT / 'var' / 'telemetry.db'}: no such file" in default.stderr
+        assert f"{ROOT / 'var' / 'try-out.db'}: no such file" in default.stderr
 
 
 # ---------------------------------------------------------------- socket paths

@@ -1,0 +1,53 @@
+"""``python -m executor.fake`` as its own process: the fake exchange a real-mode executor (or a
+recipe's shell commands) trades against, outliving any executor a test starts and kills."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+FAKE_STOP_S = 10.0
+"""Bound on the fake's orderly stop after SIGTERM (seconds)."""
+
+
+@contextlib.contextmanager
+def standalone_fake(directory: Path, *flags: str) -> Iterator[dict[str, str]]:
+    """Start the fake (credentials in ``directory``, any free port, ``flags`` added) and yield
+    the JSON line it prints once serving; SIGTERM it at the end."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "executor.fake", "--port", "0", "--dir", str(directory), *flags],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        yield json.loads(process.stdout.readline())
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=FAKE_STOP_S)
+
+
+def demo_env_file(path: Path, world: dict[str, str], **extra: str) -> Path:
+    """An ``--env-file`` pointing a demo-environment executor at the stand-alone fake ``world``
+    (its REST and stream URLs, key and CA), one contract an order, ``extra`` variables added."""
+    variables = {
+        "KALSHI_ENVIRONMENT": "demo",
+        "KALSHI_DEMO_BASE_URL": world["base_url"],
+        "KALSHI_DEMO_WS_URL": world["stream_url"],
+        "KALSHI_API_KEY_ID": world["key_id"],
+        "KALSHI_PRIVATE_KEY_PATH": world["private_key_path"],
+        "KALSHI_CA_FILE": world["ca_file"],
+        "KALSHI_ALLOWED_EXCHANGE_INDEXES": "0",
+        "KALSHI_KELLY_FRACTION": "0",
+        "KALSHI_FIXED_ORDER_CONTRACT_COUNT": "1",
+        **extra,
+    }
+    path.write_text("".join(f"{name}={value}\n" for name, value in variables.items()))
+    return path
