@@ -227,6 +227,7 @@ class ExecutorServer:
                             observe=observe,
                             require_writable=self.config.order_path is not None,
                             intent_journal=self.config.order_path is not None,
+                            share_group=self.config.socket_access.group_id,
                         )
                     )
                     await self._serve_published(root, prepared, task_status)

@@ -202,6 +202,7 @@ async def serve_telemetry(
     observe: Callable[[TelemetryRow], None] | None = None,
     require_writable: bool = False,
     intent_journal: bool = False,
+    share_group: int | None = None,
     task_status: trio.TaskStatus[Telemetry] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Open the database, hand back a :class:`Telemetry`, and write rows until it is closed.
@@ -213,7 +214,9 @@ async def serve_telemetry(
     ``require_writable`` (an executor with an exchange: no trading without an audit trail) commits
     one write before ``started``, so a database that opens but cannot be written stops start-up.
     ``intent_journal`` (an executor with an exchange) replays the intent journal an earlier run
-    left into the database, then opens it empty for :meth:`Telemetry.record_intent`.
+    left into the database, then opens it empty for :meth:`Telemetry.record_intent`. A database
+    this call creates is its owner's alone (0600), or ``share_group``'s too (0660; the socket's
+    ``--socket-group``, for a poller of another user).
 
     Raises:
         TelemetryOpenError: before ``started``, when the database cannot be opened or initialised
@@ -228,7 +231,7 @@ async def serve_telemetry(
     path = Path(db_path)
     one_thread_at_a_time = trio.CapacityLimiter(1)
     existed = await trio.to_thread.run_sync(database_files, path)
-    lock = DatabaseLock(path)
+    lock = DatabaseLock(path, share_group)
     await trio.to_thread.run_sync(lock.acquire)
     counters = TelemetryCounters()
     journal: IntentJournal | None = None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import ssl
+import stat
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -62,6 +63,13 @@ still says when it left to within a tenth of a second."""
 MAX_PRESIGN_MAX_AGE_MS: Final = 2000
 """Largest ``--presign-max-age-ms`` accepted (ms): the exchange checks the timestamp's freshness
 in a window this project does not know precisely; beyond 2 s an order would risk a 401."""
+
+ALLOW_READABLE_KEY_ENV: Final = "KALSHI_ALLOW_READABLE_PRIVATE_KEY"
+"""True: use a private key file that group or others may read (a key on a shared read-only
+mount, or a group that must read it); the default refuses it at start-up."""
+
+PRIVATE_KEY_FORBIDDEN_BITS: Final = 0o077
+"""Permission bits a private key file may not have: any for group or others (ssh's rule)."""
 
 FAKE_FUNDED_EXCHANGE_INDEXES: Final = frozenset({0})
 """The fake exchange's one funded shard: the allowed set when the variable is unset in fake mode."""
@@ -299,6 +307,8 @@ def _exchange_settings(
     if not key_path.is_file():
         problem = "not a regular file" if key_path.exists() else "no such file"
         raise ConfigError(f"{key_path_name} {key_path}: {problem}")
+    if not values.flag(ALLOW_READABLE_KEY_ENV, default=False):
+        _check_key_is_private(key_path_name, key_path)
     url_name = f"KALSHI_{environment.upper()}_BASE_URL"
     default_url = DEMO_BASE_URL if environment == "demo" else PROD_BASE_URL
     return ExchangeSettings(
@@ -315,6 +325,17 @@ def _exchange_settings(
         presign_max_age_ms=presign_max_age_ms,
         book=book,
     )
+
+
+def _check_key_is_private(name: str, path: Path) -> None:
+    """Refuse a private key file that group or others may read or write, as ssh refuses one:
+    whoever can read it can trade on the account."""
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & PRIVATE_KEY_FORBIDDEN_BITS:
+        raise ConfigError(
+            f"{name} {path}: readable by group or others (mode {mode:04o}); run "
+            f"chmod 600 {path} (or set {ALLOW_READABLE_KEY_ENV}=1 to use it as it is)"
+        )
 
 
 def _check_ca_file(source: str, path: Path) -> None:

@@ -27,6 +27,8 @@ import sqlite3
 from pathlib import Path
 from typing import Final
 
+import structlog
+
 from executor.recording.database import (
     TelemetryOpenError,
     describe,
@@ -37,8 +39,15 @@ from executor.recording.database import (
 )
 from executor.runtime.file_lock import LOCK_ATTEMPTS, lock_exclusively, still_at_path
 
-NEW_FILE_MODE: Final = 0o644
-"""Mode of a database file this process creates (before the umask): SQLite's own default."""
+log = structlog.get_logger()
+
+NEW_FILE_MODE: Final = 0o600
+"""Mode of a database file this process creates: its owner's only (every order is in it). SQLite
+gives the ``-wal`` and ``-shm`` it creates beside it the same mode."""
+
+SHARED_FILE_MODE: Final = 0o660
+"""Mode of a database file created for a group (``--socket-group``: a poller of another user in
+that group reads it, and a WAL reader needs to write the ``-shm``)."""
 
 NOT_WRITABLE: Final = (errno.EACCES, errno.EROFS, errno.EPERM)
 """The errors of a file or folder this process may read but not write: permissions, a read-only
@@ -53,8 +62,11 @@ class DatabaseLock:
         file_error: why the file itself can only be read (None when it can be written).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, share_group: int | None = None) -> None:
         self.path = path
+        self.share_group = share_group
+        """The group a file this process creates is given to (with ``SHARED_FILE_MODE``);
+        None keeps it the owner's alone."""
         self._fd: int | None = None
         self.created = False
         self.file_error: OSError | None = None
@@ -102,6 +114,14 @@ class DatabaseLock:
             raise self._open_error(error) from None
         else:
             self.created = True
+            try:
+                self._set_access(fd)
+            except OSError as error:
+                os.close(fd)
+                raise TelemetryOpenError(
+                    f"cannot give telemetry database {self.path} to group {self.share_group}: "
+                    f"{describe(error)}"
+                ) from None
             return fd
         try:
             return os.open(self.path, flags | os.O_RDWR)
@@ -113,6 +133,34 @@ class DatabaseLock:
             return os.open(self.path, flags | os.O_RDONLY)
         except OSError as error:
             raise self._open_error(error) from None
+
+    def _set_access(self, fd: int) -> None:
+        """The new file's mode, exactly (``os.open``'s is masked by the umask) and group."""
+        if self.share_group is None:
+            os.fchmod(fd, NEW_FILE_MODE)
+            return
+        os.fchown(fd, -1, self.share_group)
+        os.fchmod(fd, SHARED_FILE_MODE)
+
+    def share_companions(self) -> None:
+        """Give the ``-wal``/``-shm`` SQLite created beside the file to the share group (SQLite
+        copies the file's mode to them, not its group, unless it runs as root). A failure is
+        one warning: the executor writes on; a poller of the group may then fail to read."""
+        if self.share_group is None:
+            return
+        for suffix in ("-wal", "-shm"):
+            companion = self.path.with_name(self.path.name + suffix)
+            try:
+                if os.stat(companion).st_gid != self.share_group:
+                    os.chown(companion, -1, self.share_group)
+            except FileNotFoundError:
+                continue
+            except OSError as error:
+                log.warning(
+                    "cannot give a database file to the socket's group",
+                    path=str(companion),
+                    error=describe(error),
+                )
 
     def _open_error(self, error: OSError) -> TelemetryOpenError:
         path = self.path
@@ -166,12 +214,15 @@ def open_locked_database(
             )
         return open_read_only(path, unwritable), False
     connection, created = open_database(path)
-    if require_writable:
+    # A shared database's -wal and -shm must exist to be given to the group: SQLite creates
+    # them at the first write, which the proof is.
+    if require_writable or lock.share_group is not None:
         try:
             prove_writable(connection, path)
         except TelemetryOpenError:
             connection.close()
             raise
+    lock.share_companions()
     return connection, created
 
 

@@ -33,6 +33,7 @@ def _args(*argv: str) -> argparse.Namespace:
 def key_file(tmp_path: Path) -> Path:
     path = tmp_path / "key.pem"
     path.write_text("not parsed here: the signer loads it\n")
+    path.chmod(0o600)  # a key others can read is refused
     return path
 
 
@@ -72,6 +73,7 @@ def test_per_environment_credentials_win(key_file: Path, tmp_path: Path) -> None
     """KALSHI_DEMO_API_KEY_ID / _PRIVATE_KEY_PATH take precedence over the plain names."""
     other = tmp_path / "demo.pem"
     other.write_text("x")
+    other.chmod(0o600)
     env = _real_env(
         key_file, KALSHI_DEMO_API_KEY_ID="demo-key", KALSHI_DEMO_PRIVATE_KEY_PATH=str(other)
     )

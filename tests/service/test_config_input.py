@@ -103,6 +103,7 @@ def test_tilde_in_path_values_is_the_home_directory(
     """``~/...`` in the key path and the CA file, from the env file, resolve under $HOME."""
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "demo.pem").write_text("the signer reads it later\n")
+    (tmp_path / "demo.pem").chmod(0o600)
     (tmp_path / "ca.pem").write_bytes(fake_credentials.ca_file.read_bytes())
     env_file = tmp_path / "kalshi.env"
     env_file.write_text(

@@ -48,6 +48,7 @@ def place(short_dir: Path, fake_credentials: FakeCredentials) -> Iterator[Place]
     """A socket path, a usable key and CA, all under a short directory."""
     key, ca = short_dir / "key.pem", short_dir / "ca.pem"
     key.write_bytes(fake_credentials.private_key_path.read_bytes())
+    key.chmod(0o600)  # a key others can read is refused
     ca.write_bytes(fake_credentials.ca_file.read_bytes())
     yield Place(short_dir, short_dir / "x.sock", key, ca)
 
@@ -83,6 +84,7 @@ def _real(place: Place, **extra: str) -> dict[str, str]:
 
 def _write(path: Path, text: str) -> str:
     path.write_text(text)
+    path.chmod(0o600)
     return str(path)
 
 

@@ -125,6 +125,7 @@ def test_a_bad_key_leaves_nothing(short_dir: Path, fake_credentials: FakeCredent
     """A private key file that is not a key: one line, and only the key file remains."""
     key = short_dir / "key.pem"
     key.write_text("not a key\n")
+    key.chmod(0o600)  # the owner's alone: its content is what is wrong
     env = credentials_env(fake_credentials, "https://127.0.0.1:9", KALSHI_PRIVATE_KEY_PATH=str(key))
     run = serve(short_dir, env)
     assert_one_line_failure(run, "key.pem")
