@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 import os
 import signal
@@ -381,5 +382,22 @@ def main(argv: list[str] | None = None) -> int:
         from executor.stats.orders import orders_main
 
         return orders_main(argv[1:])
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    _refuse_unknown_leading_option(parser, argv)
+    args = parser.parse_args(argv)
     return _serve(args)
+
+
+def _refuse_unknown_leading_option(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Name an unknown option given before any command (``executor --versoin``): argparse would
+    only say that a command is required."""
+    first = argv[0] if argv else ""
+    if not first.startswith("-"):
+        return
+    known = [option for action in parser._actions for option in action.option_strings]
+    name = first.split("=", 1)[0]
+    if any(option.startswith(name) for option in known):
+        return  # known, or an abbreviation argparse resolves (or calls ambiguous) itself
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    parser.error(f"unrecognized option {first!r} before the command{hint}")

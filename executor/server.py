@@ -55,6 +55,7 @@ from executor.wire.unixsocket import (
     InstanceLock,
     PreparedSocket,
     SocketSetupError,
+    check_socket_apart,
     check_socket_path,
     prepare_unix_socket,
     publish_unix_socket,
@@ -196,6 +197,7 @@ class ExecutorServer:
         """
         socket_path = self.config.socket_path
         check_socket_path(socket_path)
+        check_socket_apart(socket_path, self.config.telemetry_db)
         lock = InstanceLock(socket_path)
         lock.acquire()
         try:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
+from executor.recording.rows import Stage
 from executor.recording.schema import default_telemetry_db
 from executor.runtime.exit_codes import EXIT_OK
 from executor.stats.output import write_report
@@ -58,6 +59,22 @@ def parse_since(text: str, now_ms: int) -> int:
     return int(moment.timestamp() * 1000)
 
 
+CROSS_CLOCK_STAGES: Final = frozenset({Stage.WIRE_ENGINE, Stage.ENGINE_ACK, Stage.STREAM_ROW})
+"""Stages that start on one clock and end on another (the exchange's ``ts_ms`` and this host's):
+each carries the offset between the two clocks, so it may be negative."""
+
+
+def cross_clock_note(stages: set[str]) -> str:
+    """Why the ``stages`` (cross-clock, with a negative percentile) can be below zero."""
+    names = ", ".join(sorted(stages))
+    return (
+        f"note: {names} below 0: these spans start or end on the exchange's clock (the "
+        "order's or update's ts_ms, whole ms), so they carry that clock's offset from this "
+        "host's and its 1 ms rounding; negative means the exchange's clock is behind, not time "
+        "running backwards (wire_engine + engine_ack is the true wire-to-ack round trip)"
+    )
+
+
 def render_text(report: Report) -> str:
     """The human-readable report."""
     window = "all rows" if report.since_ms is None else "since " + _iso(report.since_ms)
@@ -72,6 +89,13 @@ def render_text(report: Report) -> str:
                 f"{row.stage:<16}{row.mode:<8}{row.n:>10}{row.p50_ms:>12.4f}{row.p90_ms:>12.4f}"
                 f"{row.p99_ms:>12.4f}{row.max_ms:>12.4f}"
             )
+        negative = {
+            row.stage
+            for row in report.latency
+            if row.stage in CROSS_CLOCK_STAGES and row.p50_ms < 0  # p50 is the lowest shown
+        }
+        if negative:
+            lines.append(cross_clock_note(negative))
     else:
         lines.append(
             "latency_events: no rows" + (f" for stage {report.stage}" if report.stage else "")

@@ -40,8 +40,6 @@ DEFAULT_LIMIT: Final = 20
 STATUSES: Final = tuple(status.value for status in OrderStatus)
 """``orders_fired.status`` values (the table's CHECK), in the order the table lists them."""
 
-MAX_MESSAGE_CHARS: Final = 60
-"""Longest ``error_message`` shown in the table (the JSON document has it whole)."""
 
 
 COLUMNS: Final = (
@@ -178,10 +176,9 @@ def _text(value: object) -> str:
 
 
 def _message(value: str | None) -> str:
-    if not value:
-        return ""
-    flat = " ".join(value.split())
-    return flat if len(flat) <= MAX_MESSAGE_CHARS else flat[: MAX_MESSAGE_CHARS - 3] + "..."
+    """The error on one line, whole: it is the last column, so its length misaligns nothing,
+    and its end is often the part to act on ("... reset it to place orders")."""
+    return " ".join(value.split()) if value else ""
 
 
 def _statuses(text: str) -> tuple[str, ...]:

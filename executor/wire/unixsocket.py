@@ -60,6 +60,23 @@ def check_socket_path(socket_path: Path) -> None:
         )
 
 
+def check_socket_apart(socket_path: Path, telemetry_db: Path) -> None:
+    """Refuse a socket path that is the database's own path or one of its folders (``--socket D
+    --telemetry-db D/t.db``): one of the two could never be made, and the database would be
+    created before the socket found out."""
+    socket_abs = Path(os.path.abspath(socket_path))
+    database_abs = Path(os.path.abspath(telemetry_db))
+    if socket_abs == database_abs:
+        raise SocketPathError(
+            f"socket path {socket_path} is also the telemetry database: give each its own path"
+        )
+    if socket_abs in database_abs.parents:
+        raise SocketPathError(
+            f"socket path {socket_path} is the folder of the telemetry database {telemetry_db}: "
+            f"a path cannot be both (e.g. --socket {socket_path}/executor.sock)"
+        )
+
+
 def _describe(error: OSError) -> str:
     """An OSError's words (Python raises some, e.g. "AF_UNIX path too long", without strerror)."""
     return error.strerror or str(error)

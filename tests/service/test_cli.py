@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from executor.cli import main
 from executor.wire.protocol import (
     encode_frame,
 )
@@ -300,7 +301,69 @@ def test_unopenable_database_is_one_line_and_nothing_listens(
     assert not socket_path.exists()
 
 
+@pytest.mark.parametrize("folder_exists", [False, True], ids=["absent", "a-directory"])
+@pytest.mark.parametrize("database", ["t.db", "sub/t.db"])
+def test_a_socket_path_that_is_the_databases_folder_creates_nothing(
+    spawner: Spawner, short_dir: Path, folder_exists: bool, database: str
+) -> None:
+    """``--socket D --telemetry-db D/t.db`` (or deeper) is one usage line, exit 2, and leaves
+    no database (nor anything else) behind."""
+    folder = short_dir / "d"
+    if folder_exists:
+        folder.mkdir()
+    before = sorted(short_dir.rglob("*"))
+    refused = spawner.run("serve", "--socket", folder, "--telemetry-db", folder / database)
+    assert refused.returncode == 2
+    assert_one_line_failure(refused, f"socket path {folder} is the folder of the telemetry")
+    after = [path for path in sorted(short_dir.rglob("*")) if not path.name.endswith(".stderr")]
+    assert after == before
+
+
+def test_a_socket_path_that_is_the_database_itself_is_refused(
+    spawner: Spawner, short_dir: Path
+) -> None:
+    """The same path for both: one usage line, exit 2, nothing created."""
+    same = short_dir / "both"
+    refused = spawner.run("serve", "--socket", same, "--telemetry-db", same)
+    assert refused.returncode == 2
+    assert_one_line_failure(refused, "is also the telemetry database")
+    assert not same.exists()
+
+
 # ---------------------------------------------------------------- flags and version
+
+
+@pytest.mark.parametrize(
+    ("typed", "expected"),
+    [
+        (
+            "--versoin",
+            "unrecognized option '--versoin' before the command; did you mean --version?",
+        ),
+        (
+            "--verbose",
+            "unrecognized option '--verbose' before the command; did you mean --version?",
+        ),
+        ("-x", "unrecognized option '-x' before the command"),
+    ],
+)
+def test_an_unknown_option_before_the_command_is_named(
+    capsys: pytest.CaptureFixture[str], typed: str, expected: str
+) -> None:
+    """A mistyped option with no command is named (with the closest one), not reported as a
+    missing command; exit status 2."""
+    with pytest.raises(SystemExit) as exited:
+        main([typed])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == f"executor: error: {expected} (see --help)\n"
+
+
+def test_a_missing_command_is_still_said_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """The twin: no arguments at all still says a command is required."""
+    with pytest.raises(SystemExit) as exited:
+        main([])
+    assert exited.value.code == 2
+    assert "the following arguments are required: COMMAND" in capsys.readouterr().err
 
 
 def test_version_is_the_same_from_the_script_and_the_module(spawner: Spawner) -> None:

@@ -144,6 +144,23 @@ def test_text_table_lists_orders_newest_first(
     ]
 
 
+def test_the_error_column_keeps_its_end(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A long error is shown whole in the table, down to its last words (the hint to act on),
+    on one line."""
+    path = tmp_path / "telemetry.db"
+    connection, _ = open_database(path)
+    connection.close()
+    message = (
+        "exchange answered 409 (order_group_trading_halted):\n order group "
+        "5699e150d1fa4dc58b5828e9a7afe17c is triggered: reset it to place orders"
+    )
+    insert_order(path, status="rejected", error_message=message)
+    assert orders_main(["--telemetry-db", str(path)]) == 0
+    (row,) = capsys.readouterr().out.splitlines()[2:]
+    assert row.endswith(" ".join(message.split()))
+    assert row.endswith("is triggered: reset it to place orders")
+
+
 def test_json_document(capsys: pytest.CaptureFixture[str], orders_db: Path) -> None:
     """--json gives the schema id, the filters and every column of each row, newest first."""
     document = run_json(capsys, "--telemetry-db", orders_db)

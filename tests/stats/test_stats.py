@@ -40,6 +40,7 @@ def now_ms() -> int:
 
 HOUR_MS = 3_600_000
 
+
 @contextlib.contextmanager
 def connect(path: Path) -> Iterator[sqlite3.Connection]:
     """A writable autocommit connection, closed on exit."""
@@ -153,6 +154,39 @@ def test_text_report_shows_every_stage_and_mode(
     assert line.split()[3] == f"{percentile(real, 0.5):.4f}"
     assert "orders_fired: no such table" in out
     assert "heartbeats: no such table" in out
+
+
+def test_a_negative_cross_clock_stage_comes_with_its_reason(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A ``wire_engine`` whose p50 is below 0 (the exchange's clock behind this host's) is
+    followed by one note saying why; the positive ``engine_ack`` beside it is not named."""
+    path = tmp_path / "t.db"
+    make_db(path)
+    now = now_ms()
+    insert_events(
+        path,
+        [("wire_engine", now, -0.6, None)] * 3 + [("engine_ack", now, 1.4, None)] * 3,
+    )
+    assert stats_main(["--telemetry-db", os.fspath(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    wire = next(index for index, line in enumerate(lines) if line.startswith("wire_engine"))
+    (note,) = [line for line in lines if line.startswith("note:")]
+    assert note.startswith("note: wire_engine below 0: ")
+    assert "exchange's clock is behind" in note
+    assert lines.index(note) > wire
+
+
+def test_no_note_when_every_cross_clock_stage_is_positive(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The twin: positive ``wire_engine`` and ``engine_ack`` need no explanation."""
+    path = tmp_path / "t.db"
+    make_db(path)
+    now = now_ms()
+    insert_events(path, [("wire_engine", now, 0.6, None), ("engine_ack", now, 1.4, None)])
+    assert stats_main(["--telemetry-db", os.fspath(path)]) == 0
+    assert "note:" not in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------- the JSON document
