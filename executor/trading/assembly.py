@@ -41,6 +41,7 @@ import structlog
 import trio
 
 from executor.clock import clock_domain, wall_ms
+from executor.config.coherence import sizing_conflict
 from executor.config.settings import Settings
 from executor.decide.decision import KillSwitchState
 from executor.decide.risk import RiskGate
@@ -265,6 +266,7 @@ async def open_order_path(
                         account,
                         risk,
                     )
+                    _warn_of_sizing_conflict(settings, orders.account.balance_dollars)
                     await pollers.start(
                         functools.partial(
                             serve_heartbeats,
@@ -290,6 +292,18 @@ async def open_order_path(
                         pollers.cancel_scope.cancel()
             finally:
                 orders.lane.close()
+
+
+def _warn_of_sizing_conflict(settings: Settings, balance_dollars: float) -> None:
+    """One warning at start-up when the risk gate will refuse typical orders as sized."""
+    problem = sizing_conflict(
+        settings.sizing,
+        settings.risk_limits,
+        balance_dollars,
+        risk_enabled=settings.risk_enabled,
+    )
+    if problem is not None:
+        log.warning("sizing and the risk gate disagree", problem=problem)
 
 
 def _fire_path(
