@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +27,7 @@ from executor.signer import KalshiSigner
 from tests.service.test_reconcile_restart import order_rows, real_mode
 from tests.support.orders import spec
 from tests.support.processes import Spawner, exit_counters
+from tests.support.standalone_fake import standalone_fake
 
 __all__ = ["real_mode"]  # the fixture shared with the restart test
 
@@ -36,19 +35,8 @@ __all__ = ["real_mode"]  # the fixture shared with the restart test
 @pytest.fixture
 def fake_world(short_dir: Path) -> Iterator[dict[str, str]]:
     """A stand-alone fake exchange without faults (``real_mode`` points children at it)."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "executor.fake", "--port", "0", "--dir", str(short_dir / "fake")],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        yield json.loads(process.stdout.readline())
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=10)
+    with standalone_fake(short_dir / "fake") as world:
+        yield world
 
 
 def place(world: dict[str, str], *client_order_ids: str) -> list[str]:

@@ -12,7 +12,6 @@ fresh ``bash`` per block with ``HOME`` and ``XDG_RUNTIME_DIR`` of the test's own
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -26,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.dev import DEV_TIMEOUT_S, ROOT, dev_environment, require_dev_environment
-from tests.support.processes import EXIT_TIMEOUT_S, Executor, exit_counters, wait_until_accepting
+from tests.support.processes import Executor, exit_counters, wait_until_accepting
+from tests.support.standalone_fake import running_fake
 
 PAGE = ROOT / "docs" / "getting-started" / "demo.md"
 
@@ -108,26 +108,13 @@ def fake_exchange(short_dir: Path) -> Iterator[tuple[dict[str, str], Reader]]:
     require_dev_environment()
     (fake_block,) = [text for kind, text in recipe() if kind == "fake"]
     reader = Reader(short_dir, {})
-    process = subprocess.Popen(
-        ["bash", "-c", "exec " + fake_block.strip()],
-        cwd=reader.home,
-        env=reader.env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        world: dict[str, str] = json.loads(process.stdout.readline())
+    command = ["bash", "-c", "exec " + fake_block.strip()]
+    with running_fake(command, cwd=reader.home, env=reader.env) as world:
         reader.substitutions = {
             "paste-your-key-id-here": world["key_id"],
             **{f"<{name}>": value for name, value in world.items()},
         }
         yield world, reader
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=EXIT_TIMEOUT_S)
 
 
 def _orders_until(reader: Reader, block: str, wanted: str) -> str:

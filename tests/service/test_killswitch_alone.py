@@ -8,12 +8,8 @@ variables as the executor had.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +25,7 @@ from tests.service.test_reconcile_restart import listed_orders, order_rows
 from tests.support.inprocess import make_wake
 from tests.support.orders import spec
 from tests.support.processes import Spawner, assert_one_line_failure, request_all
+from tests.support.standalone_fake import standalone_fake
 
 WAIT_S = 20.0
 """Longest wait for the orders to rest on the fake and in the rows (seconds, a loaded machine)."""
@@ -39,19 +36,8 @@ TICKERS = ("KXKILL-26JAN01-T1", "KXKILL-26JAN01-T2", "KXKILL-26JAN01-T3")
 @pytest.fixture
 def fake_world(short_dir: Path) -> Iterator[dict[str, str]]:
     """A stand-alone fake exchange (``python -m executor.fake``), stopped after the test."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "executor.fake", "--port", "0", "--dir", str(short_dir / "fake")],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        yield json.loads(process.stdout.readline())
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=10)
+    with standalone_fake(short_dir / "fake") as world:
+        yield world
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import functools
 import os
 import signal
 import stat
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,12 +19,11 @@ from executor.config.settings import ALLOW_READABLE_KEY_ENV, load_settings
 from executor.config.variables import ConfigError
 from executor.fake.exchange import FakeCredentials
 from executor.telemetry import Telemetry, serve_telemetry
+from tests.service.test_startup_leftovers import clean_environment, listing, serve
 from tests.support.inprocess import make_wake
 from tests.support.processes import (
-    EXIT_TIMEOUT_S,
     Spawner,
     assert_one_line_failure,
-    executor_command,
     request_all,
     wait_until_accepting,
 )
@@ -103,22 +101,10 @@ def test_serve_refuses_a_readable_key_before_creating_anything(
     key = short_dir / "key.pem"
     key.write_bytes(fake_credentials.private_key_path.read_bytes())
     key.chmod(0o644)
-    env = {name: value for name, value in os.environ.items() if not name.startswith("KALSHI_")}
-    env.update(_real_env(key))
-    run = subprocess.run(
-        executor_command(
-            "serve", "--socket", short_dir / "x.sock", "--telemetry-db", short_dir / "t.db"
-        ),
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=EXIT_TIMEOUT_S * 4,
-        check=False,
-    )
+    run = serve(short_dir, clean_environment(**_real_env(key)))
     assert run.returncode == 2
     assert_one_line_failure(run, f"chmod 600 {key}", ALLOW_READABLE_KEY_ENV)
-    assert sorted(path.name for path in short_dir.iterdir()) == ["key.pem"]
+    assert listing(short_dir) == ["key.pem"]
 
 
 @pytest.fixture

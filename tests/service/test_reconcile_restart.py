@@ -13,8 +13,6 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +26,7 @@ from executor.recording.order_terms import RECONCILED_PREFIX
 from executor.signer import KalshiSigner
 from tests.support.inprocess import make_wake
 from tests.support.processes import Spawner, exit_counters, request_all
+from tests.support.standalone_fake import standalone_fake
 
 WAIT_S = 10.0
 """Longest wait for the order to show up in the database and on the fake."""
@@ -36,22 +35,8 @@ WAIT_S = 10.0
 @pytest.fixture
 def fake_world(short_dir: Path) -> Iterator[dict[str, str]]:
     """A stand-alone fake exchange that places the first order and never answers it."""
-    process = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "executor.fake", "--port", "0"),
-            *("--dir", str(short_dir / "fake"), "--fault", "hang-after-place"),
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        yield json.loads(process.stdout.readline())
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=10)
+    with standalone_fake(short_dir / "fake", "--fault", "hang-after-place") as world:
+        yield world
 
 
 @pytest.fixture

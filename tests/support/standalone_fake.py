@@ -10,21 +10,23 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 FAKE_STOP_S = 10.0
 """Bound on the fake's orderly stop after SIGTERM (seconds)."""
 
 
 @contextlib.contextmanager
-def standalone_fake(directory: Path, *flags: str) -> Iterator[dict[str, str]]:
-    """Start the fake (credentials in ``directory``, any free port, ``flags`` added) and yield
-    the JSON line it prints once serving; SIGTERM it at the end."""
+def running_fake(command: list[str], **popen: Any) -> Iterator[dict[str, str]]:
+    """Run ``command`` (the fake, however started) and yield the JSON line it prints once
+    serving; SIGTERM it at the end. ``popen`` adds ``subprocess.Popen`` options (cwd, env)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "executor.fake", "--port", "0", "--dir", str(directory), *flags],
+        command,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
+        **popen,
     )
     try:
         assert process.stdout is not None
@@ -32,6 +34,16 @@ def standalone_fake(directory: Path, *flags: str) -> Iterator[dict[str, str]]:
     finally:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=FAKE_STOP_S)
+
+
+def standalone_fake(
+    directory: Path, *flags: str
+) -> contextlib.AbstractContextManager[dict[str, str]]:
+    """``python -m executor.fake`` on any free port, its credentials in ``directory``, with
+    ``flags``; the JSON line it prints (``running_fake``)."""
+    return running_fake(
+        [sys.executable, "-m", "executor.fake", "--port", "0", "--dir", str(directory), *flags]
+    )
 
 
 def demo_env_file(path: Path, world: dict[str, str], **extra: str) -> Path:
