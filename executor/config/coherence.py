@@ -61,9 +61,24 @@ def sizing_conflict(
     )
 
 
+def limits_summary(limits: RiskLimits) -> str:
+    """The risk gate's limits in words, for the start-up line: what will refuse later wakes
+    (a second one on a market within the cooldown, the eleventh in an hour) is known before the
+    first."""
+    return (
+        f"{limits.max_attempts_per_hour} attempts an hour, {limits.max_attempts_per_day} a day, "
+        f"{limits.max_attempts_per_ticker_per_day} a ticker a day; one per market and side "
+        f"every {limits.refire_cooldown_s:g} s; {limits.max_concurrent_dispatches} in flight; "
+        f"${limits.max_notional_per_day_dollars:,.2f} notional a day; positions of "
+        f"{limits.max_position_contracts_per_ticker:g} contracts a ticker, "
+        f"{limits.max_position_contracts_per_event:g} an event, "
+        f"{limits.max_position_contracts_per_correlation_group:g} a correlation group"
+    )
+
+
 def _round_down(fraction: float) -> float:
     """``fraction`` cut to four decimals, never rounded up past what fits."""
     return int(fraction * 10_000) / 10_000
 
 
-__all__ = ["REFERENCE_PRICE", "sizing_conflict"]
+__all__ = ["REFERENCE_PRICE", "limits_summary", "sizing_conflict"]

@@ -41,7 +41,7 @@ import structlog
 import trio
 
 from executor.clock import clock_domain, wall_ms
-from executor.config.coherence import sizing_conflict
+from executor.config.coherence import limits_summary, sizing_conflict
 from executor.config.settings import Settings
 from executor.decide.decision import KillSwitchState
 from executor.decide.risk import RiskGate
@@ -383,7 +383,12 @@ async def _warm_risk_gate(settings: Settings, telemetry_db: Path) -> RiskGate | 
     gate = RiskGate(settings.risk_limits, allowed)
     past = await trio.to_thread.run_sync(load_recent_orders, telemetry_db, wall_ms())
     gate.warm_start(past)
-    log.info("risk gate warm", past_orders=len(past), allowed_exchange_indexes=sorted(allowed))
+    log.info(
+        "risk gate warm",
+        past_orders=len(past),
+        allowed_exchange_indexes=sorted(allowed),
+        limits=limits_summary(settings.risk_limits),
+    )
     return gate
 
 

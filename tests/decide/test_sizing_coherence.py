@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from executor.config.coherence import REFERENCE_PRICE, sizing_conflict
+from executor.config.coherence import REFERENCE_PRICE, limits_summary, sizing_conflict
 from executor.config.risk_limits import RiskLimits
 from executor.config.sizing import SizingConfig
 from executor.decide.sizing import contract_count
@@ -82,3 +82,15 @@ def test_a_fixed_count_above_the_limit_refuses_everything() -> None:
         "KALSHI_RISK_MAX_POSITION_CONTRACTS_PER_TICKER=5: the risk gate will refuse every real "
         "order; lower the one or raise the other"
     )
+
+
+def test_the_limits_are_said_in_words() -> None:
+    """The start-up line names every limit a later wake may meet, with the default values."""
+    assert limits_summary(LIMITS) == (
+        "10 attempts an hour, 50 a day, 5 a ticker a day; one per market and side every 60 s; "
+        "2 in flight; $50.00 notional a day; positions of 5 contracts a ticker, 6 an event, "
+        "10 a correlation group"
+    )
+    changed = dataclasses.replace(LIMITS, refire_cooldown_s=2.5, max_attempts_per_hour=7)
+    assert "7 attempts an hour" in limits_summary(changed)
+    assert "every 2.5 s" in limits_summary(changed)

@@ -173,6 +173,7 @@ def test_the_demo_recipe_places_an_order_and_reads_it_back(
     stderr = executor.stderr()
     assert "sizing and the risk gate disagree" not in stderr
     assert "exchange stream up" in stderr  # the fake's stream, from the URL it printed
+    assert "one per market and side every 60 s" in stderr  # the cooldown, said at start-up
     assert "Traceback" not in stderr
     counters, _ = exit_counters(executor.stderr_lines())
     assert (counters["accepted"], counters["refused_kill_switch"]) == (2, 1)
