@@ -26,14 +26,15 @@ version's python3.X): its environment is `.venv-3.13/`, so each Python version k
 `serve` replaces this process with the executor (os.execv), so Ctrl-C and SIGTERM reach it directly;
 before it does, it prints the `stats` and `orders` commands that read the file it writes.
 
-A try-out is `serve` without `--exchange`: the in-process fake, and its own database,
-var/try-out.db (unless `--telemetry-db` names one), kept across runs like any other. `--fresh`
-(a try-out's only) moves the try-out's database aside first, as one unit with everything beside it
-(`-wal`, `-shm`, the intent journal `-intents`): var/try-out.previous.db*. Without `--env-file`
-a try-out also gets the try-out risk limits (`TRYOUT_RISK_LIMITS`) for the KALSHI_RISK_* variables
-not set. Any other `serve` (`--exchange auto` with a demo key, say) is the executor's own, on one
-stable database, var/telemetry.db unless `--telemetry-db` names one: nothing is ever moved or
-reset for it. `serve --help` only prints the help.
+A try-out is `serve` on the in-process fake (no `--exchange`, or `--exchange fake`): its orders
+go to var/try-out.db (unless `--telemetry-db` names another), kept across runs like any other
+database and never mixed with a real exchange's. `--fresh` (a try-out's only) moves it aside
+first, as one unit with everything beside it (`-wal`, `-shm`, the intent journal `-intents`):
+var/try-out.previous.db*. Without `--exchange` and `--env-file` a try-out also gets the try-out
+risk limits (`TRYOUT_RISK_LIMITS`) for the KALSHI_RISK_* variables not set. Any other `serve`
+(`--exchange auto` with a demo key, say) is the executor's own, on one stable database,
+var/telemetry.db unless `--telemetry-db` names one: nothing is ever moved or reset for it.
+`serve --help` only prints the help.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ PYTHON_ENV = "TRIO_EXECUTOR_PYTHON"
 
 DEFAULT_SOCKET = "/tmp/trio-executor/executor.sock"
 DEFAULT_DB = str(ROOT / "var" / "telemetry.db")
-"""A `serve` that is not a try-out (an `--exchange` given): one stable file across restarts."""
+"""A `serve` that is not a try-out (a real exchange, or none): one stable file across restarts."""
 TRYOUT_DB = str(ROOT / "var" / "try-out.db")
 """A try-out's own file, kept across runs; `--fresh` moves it (and its companions) aside."""
 FRESH_FLAG = "--fresh"
@@ -189,10 +190,11 @@ def _serve(python: str, rest: list[str]) -> None:
         os.execv(
             python, [python, "-m", "executor", "serve", *rest]
         )  # only the help, no side effect
-    tryout = not any(arg == "--exchange" or arg.startswith("--exchange=") for arg in rest)
+    chosen_fake = not any(arg == "--exchange" or arg.startswith("--exchange=") for arg in rest)
+    tryout = chosen_fake or _flag_value(rest, "--exchange") == "fake"
     if fresh and not tryout:
         sys.exit(
-            f"dev.py: {FRESH_FLAG} starts a try-out's database afresh; with --exchange the "
+            f"dev.py: {FRESH_FLAG} starts a try-out's database afresh; with a real exchange the "
             "database is the executor's own and is never moved (name another with --telemetry-db)"
         )
     defaults = [] if _flag_value(rest, "--socket") else ["--socket", DEFAULT_SOCKET]
@@ -203,9 +205,9 @@ def _serve(python: str, rest: list[str]) -> None:
     notes = []
     if fresh:
         notes.append(_fresh_database(Path(database)))
-    if tryout:
+    if chosen_fake:
         defaults += ["--exchange", "fake"]  # a local try-out never needs an account
-    if tryout and _flag_value(rest, "--env-file") is None:
+    if chosen_fake and _flag_value(rest, "--env-file") is None:
         chosen = {
             name: value for name, value in TRYOUT_RISK_LIMITS.items() if name not in os.environ
         }

@@ -13,6 +13,7 @@ import pytest
 
 from executor.config.risk_limits import RISK_ENV_VARS
 from executor.recording.database import close_database, open_database
+from tests.service.test_reconcile_restart import listed_orders
 from tests.support.dev import (
     DEV_SCRIPT,
     DevServe,
@@ -173,8 +174,8 @@ def test_serve_help_changes_nothing_on_disk(short_dir: Path) -> None:
 
 
 def test_fresh_is_refused_outside_a_tryout(short_dir: Path) -> None:
-    """``--fresh`` with ``--exchange`` (the executor's own database, never moved) is one line and
-    exit 1, and the database is left where it is."""
+    """``--fresh`` with a real exchange (the executor's own database, never moved) is one line
+    and exit 1, and the database is left where it is."""
     checkout = copied_checkout(short_dir / "checkout")
     var = checkout.parent / "var"
     var.mkdir()
@@ -184,7 +185,7 @@ def test_fresh_is_refused_outside_a_tryout(short_dir: Path) -> None:
         "serve",
         "--fresh",
         "--exchange",
-        "fake",
+        "auto",
         "--socket",
         short_dir / "x.sock",
         cwd=short_dir,
@@ -192,17 +193,37 @@ def test_fresh_is_refused_outside_a_tryout(short_dir: Path) -> None:
     )
     assert ran.returncode == 1
     assert ran.stderr.strip().splitlines() == [
-        "dev.py: --fresh starts a try-out's database afresh; with --exchange the database is the "
-        "executor's own and is never moved (name another with --telemetry-db)"
+        "dev.py: --fresh starts a try-out's database afresh; with a real exchange the database "
+        "is the executor's own and is never moved (name another with --telemetry-db)"
     ]
     assert _names(var) == ["telemetry.db"]
+
+
+def test_an_explicit_fake_is_a_tryout_too(short_dir: Path) -> None:
+    """``dev.py serve --exchange fake`` records in the try-out's file, never in the one a real
+    exchange's orders go to, and keeps the production limits (no try-out limits said)."""
+    checkout = copied_checkout(short_dir / "checkout")
+    var = checkout.parent / "var"
+    socket_path = short_dir / "x.sock"
+    process = DevServe(short_dir, "--exchange", "fake", "--socket", socket_path, script=checkout)
+    try:
+        wait_until_accepting(process, socket_path)
+        process.signal(signal.SIGTERM)
+        assert process.wait() == 0
+    finally:
+        process.kill()
+    assert "try-out.db" in _names(var)
+    assert "telemetry.db" not in _names(var)
+    assert not any(
+        line.startswith("dev.py: try-out risk limits") for line in process.stderr_lines()
+    )
 
 
 def test_a_demo_serve_keeps_one_database_through_a_sigkill(short_dir: Path) -> None:
     """The issue's case: ``dev.py serve --exchange auto --env-file demo.env`` (the stand-alone
     fake playing the demo exchange) killed while an order's answer is held, then started again
-    the same way: the journal replays into the same var/telemetry.db, the order is found filled
-    on the exchange, and nothing was moved aside."""
+    the same way: the journal replays into the same var/telemetry.db, the order (on the
+    exchange's book before the kill) is found filled there, and nothing was moved aside."""
     checkout = copied_checkout(short_dir / "checkout")
     var = checkout.parent / "var"
     socket_path = short_dir / "x.sock"
@@ -214,7 +235,10 @@ def test_a_demo_serve_keeps_one_database_through_a_sigkill(short_dir: Path) -> N
             wait_until_accepting(first, socket_path)
             acks = request_all(socket_path, [make_wake("held", exchange_index=0)])
             assert [ack.status for ack in acks] == ["accepted"]
-            _wait_for_intent(var / "telemetry.db-intents", first)
+            deadline = time.monotonic() + INTENT_WAIT_S
+            while not listed_orders(world, make_wake("held").market_ticker):  # on the book
+                assert time.monotonic() < deadline, first.stderr()
+                time.sleep(0.02)
         finally:
             first.kill()
         second = DevServe(short_dir, *args, script=checkout, name="second")
