@@ -115,6 +115,19 @@ def _wait_for_intent(journal: Path, process: DevServe) -> None:
         time.sleep(0.02)
 
 
+def _start_and_stop(checkout: Path, directory: Path, name: str, *args: str) -> DevServe:
+    """``dev.py serve ARGS`` on ``directory/x.sock`` until it serves, then SIGTERM: exit 0."""
+    socket_path = directory / "x.sock"
+    process = DevServe(directory, *args, "--socket", socket_path, script=checkout, name=name)
+    try:
+        wait_until_accepting(process, socket_path)
+        process.signal(signal.SIGTERM)
+        assert process.wait() == 0
+    finally:
+        process.kill()
+    return process
+
+
 def _names(folder: Path) -> list[str]:
     return sorted(path.name for path in folder.iterdir())
 
@@ -136,13 +149,7 @@ def test_fresh_moves_a_killed_tryout_aside_with_its_journal(short_dir: Path) -> 
         killed.kill()  # SIGKILL: the database, its -wal/-shm and its journal stay as they are
     left = _names(var)
     assert {"try-out.db", "try-out.db-intents", "try-out.db-wal", "try-out.db-shm"} <= set(left)
-    fresh = DevServe(short_dir, "--fresh", "--socket", socket_path, script=checkout, name="fresh")
-    try:
-        wait_until_accepting(fresh, socket_path)
-        fresh.signal(signal.SIGTERM)
-        assert fresh.wait() == 0
-    finally:
-        fresh.kill()
+    fresh = _start_and_stop(checkout, short_dir, "fresh", "--fresh")
     moved = sorted(name.replace("try-out.db", "try-out.previous.db") for name in left)
     left_journal = "try-out.previous.db-intents"
     assert [name for name in _names(var) if "previous" in name] == moved
@@ -204,14 +211,7 @@ def test_an_explicit_fake_is_a_tryout_too(short_dir: Path) -> None:
     exchange's orders go to, and keeps the production limits (no try-out limits said)."""
     checkout = copied_checkout(short_dir / "checkout")
     var = checkout.parent / "var"
-    socket_path = short_dir / "x.sock"
-    process = DevServe(short_dir, "--exchange", "fake", "--socket", socket_path, script=checkout)
-    try:
-        wait_until_accepting(process, socket_path)
-        process.signal(signal.SIGTERM)
-        assert process.wait() == 0
-    finally:
-        process.kill()
+    process = _start_and_stop(checkout, short_dir, "explicit", "--exchange", "fake")
     assert "try-out.db" in _names(var)
     assert "telemetry.db" not in _names(var)
     assert not any(
