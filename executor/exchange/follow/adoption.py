@@ -362,14 +362,13 @@ async def adopt_at_startup(adopter: Adopter, db_path: Path) -> None:
 
 
 def tell_risk_gate(risk: AdoptedOrderRecorder | None, row: OrderRow) -> None:
-    """An order adopted while running, to the risk gate: an attempt and its fill, as of now (the
-    gate's windows count it from now: later than it was, never missed)."""
+    """An order adopted while running, to the risk gate: an attempt as of now (the gate's windows
+    count it from now: later than it was, never missed). Its fill goes through the order ledger
+    (``LedgerKeeper.track``), which tells the gate once whoever saw it first."""
     if risk is None:
         return
-    now_ms = wall_ms()
     count, price = float(row.count), float(row.price_dollars)
-    risk.record_attempt(row.ticker, row.outcome_side, int(count), price, now_ms, "")
-    risk.record_fill(row.ticker, float(row.fill_count or 0), now_ms, "")
+    risk.record_attempt(row.ticker, row.outcome_side, int(count), price, wall_ms(), "")
 
 
 __all__ = [

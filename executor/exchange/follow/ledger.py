@@ -36,7 +36,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Final
 
 from executor.exchange.follow.follow_up import FollowedOrders
-from executor.recording.open_orders import (
+from executor.recording.order_terms import (
     CANCELLED_AT_SHUTDOWN,
     NO_SUCH_ORDER_PREFIX,
     OUTCOME_UNKNOWN_PREFIX,
@@ -193,7 +193,7 @@ def observed_row(row: OrderRow, source: Source = Source.ANSWER) -> Observation:
     )
 
 
-def _single_fill(row: OrderRow, observation: Observation) -> OrderRow:
+def single_fill(row: OrderRow, observation: Observation) -> OrderRow:
     """``row`` after one fill: counts moved, averages re-weighted (YES side per contract)."""
     added = observation.fill_added or Decimal(0)
     before = decimal_of(row.fill_count)
@@ -232,7 +232,8 @@ def _total(row: OrderRow, observation: Observation) -> OrderRow:
     if said_rank == row_rank == Rank.UNKNOWN:
         merged = said  # "not listed" after "unknown", or the reverse: the later word stands
     held, told = decimal_of(row.fill_count), decimal_of(observation.fill_count)
-    fill_from = observation if observation.fill_count is not None and told > held else None
+    news = told > held or (row.fill_count is None and not stale)
+    fill_from = observation if observation.fill_count is not None and news else None
     remaining = _smaller(row.remaining_count, observation.remaining_count)
     if said_rank == Rank.FINAL:
         remaining = observation.remaining_count
@@ -369,7 +370,7 @@ class OrderLedger:
             return entry.row  # counted already, or an order whose total must settle it whole
         if trade is not None:
             entry.trades.add(trade)
-        return _single_fill(entry.row, observation)
+        return single_fill(entry.row, observation)
 
     def _follow(self, row: OrderRow, cause: str | None) -> None:
         """Keep ``followed`` in step with ``row``: orders on the book, answered without a fill
@@ -410,5 +411,6 @@ __all__ = [
     "decimal_of",
     "observed_row",
     "rank_of",
+    "single_fill",
     "unknown_outcome",
 ]
