@@ -32,16 +32,12 @@ import dataclasses
 import enum
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Final
 
 from executor.exchange.follow.follow_up import FollowedOrders
-from executor.recording.order_terms import (
-    CANCELLED_AT_SHUTDOWN,
-    NO_SUCH_ORDER_PREFIX,
-    OUTCOME_UNKNOWN_PREFIX,
-    rests,
-)
+from executor.recording.order_rank import Rank, decimal_of, rank_of, unknown_outcome
+from executor.recording.order_terms import NO_SUCH_ORDER_PREFIX
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 
 FINISHED_KEPT: Final = 10_000
@@ -63,17 +59,6 @@ class Source(enum.StrEnum):
     CANCEL = "cancel"
     JOURNAL = "journal"
     ADOPTION = "adoption"
-
-
-class Rank(enum.IntEnum):
-    """How far an order has gone; a row never moves to a lower rank."""
-
-    PENDING = 0
-    UNKNOWN = 1
-    """``error`` whose outcome only the exchange knows (or that it did not list)."""
-    SUBMITTED = 2
-    ON_BOOK = 3
-    FINAL = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,41 +125,6 @@ class _Entry:
     fence_ms: int = 0
     """The exchange's time of the last total applied: a single fill at or before it is in it."""
     trades: set[str] = field(default_factory=set)
-
-
-def decimal_of(text: str | None) -> Decimal:
-    """A fixed-point column as a number (NULL or unreadable: 0)."""
-    try:
-        value = Decimal(text or "0")
-    except InvalidOperation:
-        return Decimal(0)
-    return value if value.is_finite() else Decimal(0)
-
-
-def unknown_outcome(row: OrderRow) -> bool:
-    """Whether an ``error`` row is one only the exchange can settle (later truth resolves it)."""
-    if row.status is not OrderStatus.ERROR or row.kalshi_order_id is not None:
-        return False
-    message = row.error_message or ""
-    return (
-        message.startswith(OUTCOME_UNKNOWN_PREFIX)
-        or message.startswith(NO_SUCH_ORDER_PREFIX)
-        or message == CANCELLED_AT_SHUTDOWN
-    )
-
-
-def rank_of(row: OrderRow) -> Rank:
-    """How far ``row``'s order has gone (the merge never lowers it)."""
-    status = row.status
-    if status is OrderStatus.PENDING:
-        return Rank.PENDING
-    if status is OrderStatus.ERROR:
-        return Rank.UNKNOWN if unknown_outcome(row) else Rank.FINAL
-    if status is OrderStatus.SUBMITTED:
-        return Rank.SUBMITTED
-    if status is OrderStatus.ACCEPTED or (status is OrderStatus.FILLED and rests(row)):
-        return Rank.ON_BOOK
-    return Rank.FINAL
 
 
 def observed_row(row: OrderRow, source: Source = Source.ANSWER) -> Observation:
