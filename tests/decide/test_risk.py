@@ -508,3 +508,19 @@ def test_load_recent_orders_never_writes(tmp_path: Path) -> None:
     before = path.read_bytes()
     load_recent_orders(path, T0)
     assert path.read_bytes() == before
+
+
+def test_a_groups_tickers_are_forgotten_once_nothing_names_them_or_is_held() -> None:
+    """A thousand one-off groups whose attempts left the day, with nothing held, leave nothing
+    behind; a group whose ticker is still held keeps it, and its position still counts it (the
+    negative twin)."""
+    gate = make_gate(max_position_contracts_per_correlation_group=5.0)
+    for index in range(1000):
+        attempt(gate, f"KXG{index}-25NOV30-B40", T0, group=f"one-off-{index}")
+    attempt(gate, "KXHELD-25NOV30-B40", T0, group="held")
+    later = T0 + DAY_MS + MINUTE_MS
+    assert check(gate, now_ms=later) is None  # prunes the day's attempts
+    gate.reconcile({"KXHELD-25NOV30-B40": 5.0}, later)
+    assert gate._group_tickers == {"held": {"KXHELD-25NOV30-B40"}}
+    reason = check(gate, "KXOTHER-25NOV30-B40", now_ms=later, group="held")
+    assert reason is not None and "correlation group 'held'" in reason
