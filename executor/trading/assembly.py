@@ -46,7 +46,7 @@ from executor.decide.decision import KillSwitchState
 from executor.decide.risk import RiskGate
 from executor.exchange.book.guard import BookGuard, book_guard, record_run_group
 from executor.exchange.follow.account import AccountState, serve_account
-from executor.exchange.follow.adoption import Adopter, adopt_at_startup, tell_risk_gate
+from executor.exchange.follow.adoption import Adopter, adopt_at_startup, take_adopted
 from executor.exchange.follow.ledger import Source
 from executor.exchange.follow.ledger_keeper import LedgerKeeper
 from executor.exchange.follow.reconcile import CollectedRows, Reconciler
@@ -74,7 +74,6 @@ from executor.recording.heartbeat import (
 from executor.recording.installation import ClientOrderIds, load_installation
 from executor.recording.open_orders import LIVE_WINDOW_MS, load_open_orders, write_corrections
 from executor.recording.recent_orders import load_recent_orders
-from executor.recording.rows import OrderRow
 from executor.signer import KalshiSigner
 from executor.telemetry import Telemetry, row_fields
 from executor.trading.counters import order_path_counters
@@ -249,10 +248,6 @@ async def open_order_path(
         orders = fire_path.orders
         assert orders is not None
 
-        def adopted_later(row: OrderRow) -> None:
-            tell_risk_gate(risk, row)  # the attempt; the ledger tells its fill, once
-            keeper.track(row, counted=False, follow=True)
-
         def outage_ended(transition: AuditTransition) -> None:
             if transition.available:
                 adopter.request_pass()
@@ -287,7 +282,9 @@ async def open_order_path(
                         endpoint = await _stream_endpoint(settings, side)
                         await pollers.start(serve_stream, endpoint, stream, stream_state)
                     await pollers.start(guard.run)
-                    await pollers.start(adopter.serve, telemetry, adopted_later)
+                    await pollers.start(
+                        adopter.serve, telemetry, functools.partial(take_adopted, keeper, risk)
+                    )
                     try:
                         yield fire_path
                     finally:

@@ -14,7 +14,13 @@ import trio
 from structlog.testing import capture_logs
 
 from executor.clock import wall_ms
-from executor.exchange.follow.adoption import ADOPTED_MESSAGE, ADOPTION_LOOKBACK_MAX_MS, Adopter
+from executor.exchange.follow.adoption import (
+    ADOPTED_MESSAGE,
+    ADOPTION_LOOKBACK_MAX_MS,
+    Adopter,
+    take_adopted,
+)
+from executor.exchange.follow.ledger_keeper import LedgerKeeper
 from executor.exchange.follow.reconcile import CollectedRows
 from executor.exchange.messages import order_body
 from executor.fake.exchange import FakeCredentials, FakeExchange
@@ -214,3 +220,41 @@ async def test_the_window_reaches_back_no_further_than_the_live_listing(
     assert [row.client_order_id for row in collected.rows] == [recent]
     cut = [entry for entry in logs if entry["event"].startswith("adoption window cut")]
     assert len(cut) == 1 and cut[0]["from_ms"] >= now_ms - ADOPTION_LOOKBACK_MAX_MS
+
+
+class AdoptionGate:
+    """The risk gate's two calls an adoption makes, kept."""
+
+    def __init__(self) -> None:
+        self.attempts: list[str] = []
+        self.fills: list[float] = []
+
+    def record_attempt(self, ticker: str, direction: str, count: int, price: float,
+                       now_ms: int, correlation_group: str) -> None:  # fmt: skip
+        self.attempts.append(ticker)
+
+    def record_fill(
+        self, ticker: str, fill_count: float, now_ms: int, correlation_group: str
+    ) -> None:
+        self.fills.append(fill_count)
+
+
+async def test_an_order_adopted_while_running_reaches_the_gate_once_and_is_followed() -> None:
+    """Adopted resting with 1 of 3 filled: the gate hears of the attempt and the contract, and
+    the order is followed; adopted again (a second pass), nothing more is counted."""
+    gate = AdoptionGate()
+    keeper = LedgerKeeper(CollectedRows(), fills=gate)
+    row = order_row(
+        client_order_id="d" * 32,
+        kalshi_order_id="k-d",
+        time_in_force="good_till_canceled",
+        status=OrderStatus.FILLED,
+        fill_count="1.00",
+        remaining_count="2.00",
+        error_message=ADOPTED_MESSAGE,
+    )
+    take_adopted(keeper, gate, row)
+    assert (gate.attempts, gate.fills) == ([row.ticker], [1.0])
+    assert "d" * 32 in keeper.followed
+    take_adopted(keeper, gate, row)
+    assert gate.fills == [1.0]

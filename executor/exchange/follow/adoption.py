@@ -43,6 +43,7 @@ import structlog
 import trio
 
 from executor.clock import wall_ms
+from executor.exchange.follow.ledger_keeper import LedgerKeeper
 from executor.exchange.follow.lookup import (
     ExchangeOrder,
     list_orders,
@@ -361,14 +362,15 @@ async def adopt_at_startup(adopter: Adopter, db_path: Path) -> None:
         log.error("adopted row not written", row=row_fields(row), error=error)
 
 
-def tell_risk_gate(risk: AdoptedOrderRecorder | None, row: OrderRow) -> None:
-    """An order adopted while running, to the risk gate: an attempt as of now (the gate's windows
-    count it from now: later than it was, never missed). Its fill goes through the order ledger
-    (``LedgerKeeper.track``), which tells the gate once whoever saw it first."""
-    if risk is None:
-        return
-    count, price = float(row.count), float(row.price_dollars)
-    risk.record_attempt(row.ticker, row.outcome_side, int(count), price, wall_ms(), "")
+def take_adopted(keeper: LedgerKeeper, risk: AdoptedOrderRecorder | None, row: OrderRow) -> None:
+    """An order adopted while running: an attempt for the risk gate as of now (its windows count
+    it from now: later than it was, never missed), and the row to the order ledger, which tells
+    the gate of its fill once (an order the ledger knows already is not counted again) and follows
+    it while it rests."""
+    if risk is not None:
+        count, price = float(row.count), float(row.price_dollars)
+        risk.record_attempt(row.ticker, row.outcome_side, int(count), price, wall_ms(), "")
+    keeper.track(row, counted=False, follow=True)
 
 
 __all__ = [
@@ -381,5 +383,5 @@ __all__ = [
     "adopt_at_startup",
     "adopted_row",
     "rows_present",
-    "tell_risk_gate",
+    "take_adopted",
 ]

@@ -258,10 +258,9 @@ class OrderLedger:
         if key in self._entries or key in self._finished:
             observation = dataclasses.replace(observed_row(row), counted=counted)
             return self.observe(observation, follow=follow, cause=cause)
-        told = decimal_of(row.fill_count) if counted else Decimal(0)
-        entry = _Entry(row, told)
-        self._entries[key] = entry
-        new_fill = decimal_of(row.fill_count) - told
+        fill = decimal_of(row.fill_count)
+        new_fill = Decimal(0) if counted else fill
+        self._entries[key] = _Entry(row, fill)  # the gate knows it all now, told or counted
         if rank_of(row) == Rank.FINAL:
             self._finish(key)
             return Change(None, new_fill, final=True)
