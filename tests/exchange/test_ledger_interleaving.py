@@ -143,6 +143,25 @@ class LedgerAgainstTheExchange(RuleBasedStateMachine):
         index = data.draw(st.integers(min_value=0, max_value=len(self.moments) - 1))
         self.apply(self.moments[index].observation(source))
 
+    @rule(data=st.data())
+    def adopted(self, data: st.DataObject) -> None:
+        """An adoption pass hands in the order's row of any moment so far, as a new order would
+        be: known already, it is one more observation (its fill never counted twice)."""
+        index = data.draw(st.integers(min_value=0, max_value=len(self.moments) - 1))
+        said = self.moments[index].observation(Source.ADOPTION)
+        row = dataclasses.replace(
+            pending_row(),
+            kind=OrderRowKind.ADOPTED,
+            status=said.status,
+            kalshi_order_id=said.kalshi_order_id,
+            fill_count=said.fill_count,
+            remaining_count=said.remaining_count,
+        )
+        change = self.ledger.track(row, counted=False, follow=True, as_of_ms=said.exchange_ts_ms)
+        self.gate += change.new_fill
+        if change.row is not None:
+            self.last_row = change.row
+
     @precondition(lambda self: bool(self.trades))
     @rule(data=st.data())
     def fill(self, data: st.DataObject) -> None:
@@ -201,7 +220,7 @@ class _Ranked(LedgerAgainstTheExchange):
 
 
 _Ranked.TestCase.settings = settings(
-    max_examples=150,
+    max_examples=100,
     stateful_step_count=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

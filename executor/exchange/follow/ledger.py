@@ -246,21 +246,32 @@ class OrderLedger:
         return client_order_id in self._finished
 
     def track(
-        self, row: OrderRow, *, counted: bool = True, follow: bool = False, cause: str | None = None
+        self,
+        row: OrderRow,
+        *,
+        counted: bool = True,
+        follow: bool = False,
+        cause: str | None = None,
+        as_of_ms: int | None = None,
     ) -> Change:
         """Know ``row``'s order from now on (a pending row, a row read at start-up, an adopted
         order); an order known already takes ``row`` as an observation instead.
 
         ``counted``: the risk gate knows the row's fill (else it is told, in the change).
         ``follow``: follow the order if it is open, with ``cause`` (why its outcome is unknown).
+        ``as_of_ms``: when the row's fill was true (single fills at or before it are in it).
         """
         key = row.client_order_id
         if key in self._entries or key in self._finished:
-            observation = dataclasses.replace(observed_row(row), counted=counted)
+            observation = dataclasses.replace(
+                observed_row(row), counted=counted, exchange_ts_ms=as_of_ms
+            )
             return self.observe(observation, follow=follow, cause=cause)
         fill = decimal_of(row.fill_count)
         new_fill = Decimal(0) if counted else fill
-        self._entries[key] = _Entry(row, fill)  # the gate knows it all now, told or counted
+        # The gate knows the whole fill now, told or counted.
+        fence_ms = (as_of_ms or 0) if fill > 0 else 0  # nothing filled: nothing to cover
+        self._entries[key] = _Entry(row, fill, fence_ms=fence_ms)
         if rank_of(row) == Rank.FINAL:
             self._finish(key)
             return Change(None, new_fill, final=True)

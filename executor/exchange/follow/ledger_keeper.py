@@ -72,9 +72,13 @@ class LedgerKeeper:
         """Know ``row``'s order (a pending row, an open row at start-up, an adopted order); its
         fill goes to the risk gate unless ``counted``. Returns the row as it now stands.
 
+        A fill it holds is true as of now: a single fill dated before it is in it.
+
         Cancellation: never checkpoints (the dispatcher calls it before its first await).
         """
-        change = self.ledger.track(row, counted=counted, follow=follow, cause=cause)
+        change = self.ledger.track(
+            row, counted=counted, follow=follow, cause=cause, as_of_ms=self._clock()
+        )
         self._tell(change, row)
         return self.ledger.row(row.client_order_id) or change.row or row
 
@@ -94,6 +98,11 @@ class LedgerKeeper:
         Cancellation: the merge and the gate are done before the first checkpoint; the write is
         the sink's (telemetry's is shielded and bounded).
         """
+        if observation.fill_added is None and observation.exchange_ts_ms is None:
+            # A total with no time of its own is true as of now at the latest: a single fill
+            # dated before it is in it (counting it again would be worse than waiting for the
+            # next total).
+            observation = dataclasses.replace(observation, exchange_ts_ms=self._clock())
         change = self.ledger.observe(observation, follow=follow, cause=cause)
         if change.row is not None:
             self._tell(change, change.row)
