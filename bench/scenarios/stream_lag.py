@@ -185,8 +185,8 @@ async def measure(samples: int, directory: Path) -> list[dict[str, float]]:
                 assert reconciler is not None and isinstance(reconciler.feed, StreamedOrders)
                 stream = reconciler.feed
                 assert reconciler.fills is not None
-                reconciler.fills = GateProbe(reconciler.fills, probe)
-                reconciler.sink = SinkProbe(reconciler.sink, probe)
+                reconciler.keeper.fills = GateProbe(reconciler.fills, probe)
+                reconciler.keeper.sink = SinkProbe(reconciler.sink, probe)
                 await _until(lambda: stream.trusted)
                 for number in range(samples):
                     before = set(exchange.book)
