@@ -11,8 +11,9 @@ over TLS. Per sample: one real wake whose order rests on the fake and is followe
 quiet; then the fake fills it (``fill_resting``), after ``t0 = perf_counter_ns()``, and three
 moments are stamped:
 
-- ``gate``: the risk gate told of the fill (the reconciler's fill recorder, wrapped);
-- ``queued``: the corrected row handed to telemetry (the reconciler's row sink, wrapped);
+- ``gate``: the risk gate told of the fill (the ledger keeper's fill recorder, wrapped; told at
+  the merge, before the row is written);
+- ``queued``: the corrected row handed to telemetry (the ledger keeper's row sink, wrapped);
 - ``committed``: the writer thread's commit of the batch holding that row (``write_batch``,
   wrapped), which includes the consumer's linger (``BATCH_LINGER_S``, 10 ms) by design.
 
