@@ -36,11 +36,12 @@ from executor.fake.orders import iso_time
 from executor.recording.database import open_database
 from executor.recording.intent_journal import IntentJournal, journal_path
 from executor.recording.journal_replay import replay_journal
-from executor.recording.rows import LatencyRow, OrderRow, OrderRowKind, OrderStatus
+from executor.recording.rows import OrderRowKind, OrderStatus
 from executor.recording.sqlite_writer import write_batch
 from tests.exchange.test_cancels import rest
 from tests.exchange.test_stream_orders import (
     CLIENT_ORDER_ID,
+    Sinks,
     book_order,
     maker_fill,
     order_update,
@@ -48,26 +49,6 @@ from tests.exchange.test_stream_orders import (
 )
 from tests.support.orders import transport
 from tests.support.rows import order_row
-
-
-@dataclass
-class Rows:
-    """Order rows, latency rows and the risk gate's fills, kept."""
-
-    rows: list[OrderRow] = field(default_factory=list)
-    latency: list[LatencyRow] = field(default_factory=list)
-    fills: list[float] = field(default_factory=list)
-
-    async def record_order(self, row: OrderRow, *, timeout_s: float = 2.0) -> None:
-        self.rows.append(row)
-
-    def record(self, row: LatencyRow) -> None:
-        self.latency.append(row)
-
-    def record_fill(
-        self, ticker: str, fill_count: float, now_ms: int, correlation_group: str
-    ) -> None:
-        self.fills.append(fill_count)
 
 
 @dataclass
@@ -94,7 +75,7 @@ async def test_a_poll_lookup_that_concludes_after_the_stream_never_takes_the_row
     """The poll reads "1 filled, resting"; before it concludes the stream applies "3 filled,
     executed". The row stays filled 3.00 and final, the gate hears of 3 contracts (not 4), and
     the finished order is no longer followed."""
-    sink = Rows()
+    sink = Sinks()
     reader = HeldListing(book_order("1").as_published())
     reconciler = Reconciler(reader, sink, fills=sink)
     reconciler.follow(resting_row())
@@ -123,7 +104,7 @@ async def test_a_fill_found_by_a_cancel_reaches_the_risk_gate_once(
 ) -> None:
     """One of three contracts filled unseen, then the exit cancel ends the order: the gate hears
     of that contract through the ledger, and the stream's late fill message of it adds nothing."""
-    sink = Rows()
+    sink = Sinks()
     async with transport(fake_exchange, fake_credentials) as client:
         row = await rest(client, "q")
         reconciler = Reconciler(client.rest, sink, fills=sink)
@@ -190,7 +171,7 @@ async def test_exit_cancels_write_each_batchs_rows_as_it_answers(
 ) -> None:
     """Two batches; the second is cut by the budget: the first batch's order, cancelled on the
     exchange, already has its canceled row (not an open row until the next start)."""
-    sink = Rows()
+    sink = Sinks()
     async with transport(fake_exchange, fake_credentials) as client:
         rows = [await rest(client, name) for name in "xy"]
         writer = OneBatchAtATime(client)

@@ -12,7 +12,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 import pytest
 import trio
 import trio.testing
@@ -31,6 +30,7 @@ from executor.exchange.stream.orders import StreamedOrders
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.recording.rows import LatencyRow, OrderRow, OrderStatus
 from executor.signer import KalshiSigner
+from tests.fake.test_fake_stream import resting_order
 from tests.support.orders import TICKER
 from tests.support.rows import order_row
 
@@ -67,21 +67,7 @@ class GatedRows:
 def placed(exchange: FakeExchange, client_order_id: str) -> OrderRow:
     """Place a resting three-contract order on the fake; its row as answered without the
     exchange's id (so the stream's ``user_order`` of it is news)."""
-    exchange.place_order(
-        orjson.dumps(
-            {
-                "ticker": TICKER,
-                "client_order_id": client_order_id,
-                "side": "bid",
-                "count": "3.00",
-                "price": "0.4200",
-                "time_in_force": "good_till_canceled",
-                "self_trade_prevention_type": "taker_at_cross",
-                "post_only": True,
-                "exchange_index": 0,
-            }
-        )
-    )
+    resting_order(exchange, client_order_id)
     return order_row(
         client_order_id=client_order_id,
         ticker=TICKER,
