@@ -258,3 +258,13 @@ async def test_an_order_adopted_while_running_reaches_the_gate_once_and_is_follo
     assert "d" * 32 in keeper.followed
     take_adopted(keeper, gate, row)
     assert gate.fills == [1.0]
+
+
+def test_an_id_holding_the_prefix_anywhere_but_at_its_start_is_foreign() -> None:
+    """This installation's prefix in the middle or at the end of another client's hex id does
+    not make it ours; at its start, it does (the negative twin)."""
+    ids = ClientOrderIds("ab12cd34")
+    ours = "ab12cd34" + "0" * 24
+    assert ids.is_ours(ours)
+    assert not ids.is_ours("0" * 12 + "ab12cd34" + "0" * 12)
+    assert not ids.is_ours("0" * 24 + "ab12cd34")

@@ -26,6 +26,7 @@ from executor.clock import wall_ms
 from executor.exchange.book.cancels import cancel_resting
 from executor.exchange.book.guard import BookGuard
 from executor.exchange.follow.ledger import Observation, OrderLedger, Source, observed_row
+from executor.exchange.follow.ledger_keeper import LedgerKeeper
 from executor.exchange.follow.reconcile import Reconciler
 from executor.exchange.messages import USER_DATA_TIMESTAMP_PATH
 from executor.exchange.orders.transport import ExchangeClient
@@ -36,7 +37,7 @@ from executor.fake.orders import iso_time
 from executor.recording.database import open_database
 from executor.recording.intent_journal import IntentJournal, journal_path
 from executor.recording.journal_replay import replay_journal
-from executor.recording.rows import OrderRowKind, OrderStatus
+from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 from executor.recording.sqlite_writer import write_batch
 from tests.exchange.test_cancels import rest
 from tests.exchange.test_stream_orders import (
@@ -301,3 +302,33 @@ def test_compaction_syncs_the_new_file_before_the_rename_and_the_directory_after
     journal.close()
     staged = str(path.with_name(path.name + ".new"))
     assert steps[:3] == [f"fsync {staged}", "rename", f"fsync {path.parent}"]
+
+
+async def test_rows_reach_the_sink_in_the_order_their_merges_were_made() -> None:
+    """A slow write of the first merge does not let the second's row overtake it: the last row
+    written is the ledger's latest (filled 2.00), never the older one (filled 1.00)."""
+    release = trio.Event()
+    written: list[OrderRow] = []
+    calls = [0]
+
+    class SlowFirst:
+        async def record_order(self, row: OrderRow, *, timeout_s: float = 2.0) -> None:
+            calls[0] += 1
+            if calls[0] == 1:
+                await release.wait()
+            written.append(row)
+
+    keeper = LedgerKeeper(SlowFirst())
+    keeper.track(resting_row(), follow=True)
+    one, two = (
+        Observation(CLIENT_ORDER_ID, Source.LOOKUP, OrderStatus.FILLED, f"{n}.00", f"{3 - n}.00")
+        for n in (1, 2)
+    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(keeper.observe, one)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(keeper.observe, two)
+        await trio.testing.wait_all_tasks_blocked()
+        release.set()
+    assert [row.fill_count for row in written] == ["1.00", "2.00"]
+    assert keeper.row(CLIENT_ORDER_ID) == written[-1]
