@@ -137,16 +137,6 @@ class Reconciler:
         return self.keeper.followed
 
     @property
-    def sink(self) -> OrderRowSink:
-        """Where the keeper writes rows."""
-        return self.keeper.sink
-
-    @property
-    def fills(self) -> FillRecorder | None:
-        """Who the keeper tells of fills (the risk gate)."""
-        return self.keeper.fills
-
-    @property
     def orders_open(self) -> int:
         """Orders followed because the exchange has not said how they ended."""
         return len(self.followed)
@@ -223,7 +213,7 @@ class Reconciler:
             if pending:
                 await ask_once(self._reader, pending, answers, self._clock())
             attempt += 1
-        writes_to = sink or self.sink
+        writes_to = sink or self.keeper.sink
         return [await self._conclude(order, answers, tell_fills, writes_to) for order in orders]
 
     async def reconcile_at_startup(
@@ -292,7 +282,7 @@ class Reconciler:
             return False
         cause = self.followed.cause_of(key)
         resolution = await self._found(
-            row, cause, exchange_order, True, self.sink, Source.STREAM_ORDER, ts_ms
+            row, cause, exchange_order, True, self.keeper.sink, Source.STREAM_ORDER, ts_ms
         )
         return resolution.row != row  # no checkpoint between reading it and the merge
 
