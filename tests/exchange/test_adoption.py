@@ -268,3 +268,20 @@ def test_an_id_holding_the_prefix_anywhere_but_at_its_start_is_foreign() -> None
     assert ids.is_ours(ours)
     assert not ids.is_ours("0" * 12 + "ab12cd34" + "0" * 12)
     assert not ids.is_ours("0" * 24 + "ab12cd34")
+
+
+async def test_a_pass_before_the_settle_time_leaves_the_window_where_it_was(
+    fake_exchange: FakeExchange, fake_credentials: FakeCredentials, short_dir: Path
+) -> None:
+    """Two passes just after start-up (before the settle time) both list from the saved window's
+    start: an order the last run left, placed before this run began, is still looked for."""
+    db_path = fresh_db(short_dir / "t.db")
+    since_ms = wall_ms() - 10 * 60_000
+    async with transport(fake_exchange, fake_credentials) as client:
+        adopter = adopter_for(client, db_path, since_ms=since_ms)
+        await adopter.adopt(CollectedRows())
+        await adopter.adopt(CollectedRows())
+    listings = [r.query for r in fake_exchange.received if r.path.endswith("/portfolio/orders")]
+    assert len(listings) == 2 and listings[0] == listings[1]
+    assert f"min_ts={since_ms // 1000 - 60}" in listings[1]
+    assert not adopter.settled
