@@ -64,7 +64,6 @@ from executor.exchange.stream.client import (
 )
 from executor.exchange.stream.orders import StreamedOrders, StreamFeed
 from executor.fire.path import FirePath, OrderPath
-from executor.recording.audit_trail import AuditTransition
 from executor.recording.heartbeat import (
     HEARTBEAT_INTERVAL_S,
     HEARTBEAT_PROCESS,
@@ -248,11 +247,7 @@ async def open_order_path(
         orders = fire_path.orders
         assert orders is not None
 
-        def outage_ended(transition: AuditTransition) -> None:
-            if transition.available:
-                adopter.request_pass()
-
-        telemetry.audit_trail.on_change(outage_ended)
+        telemetry.audit_trail.on_change(adopter.hear_audit)
         telemetry.audit_trail.on_change(guard.hear_audit)
         async with trio.open_nursery() as lane_nursery:
             await lane_nursery.start(orders.lane.run)

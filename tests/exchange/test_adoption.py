@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import trio
+import trio.testing
 from structlog.testing import capture_logs
 
 from executor.clock import wall_ms
@@ -24,6 +25,7 @@ from executor.exchange.follow.ledger_keeper import LedgerKeeper
 from executor.exchange.follow.reconcile import CollectedRows
 from executor.exchange.messages import order_body
 from executor.fake.exchange import FakeCredentials, FakeExchange
+from executor.recording.audit_trail import AuditTransition
 from executor.recording.database import close_database, open_database
 from executor.recording.installation import ClientOrderIds, load_installation
 from executor.recording.open_orders import write_corrections
@@ -285,3 +287,34 @@ async def test_a_pass_before_the_settle_time_leaves_the_window_where_it_was(
     assert len(listings) == 2 and listings[0] == listings[1]
     assert f"min_ts={since_ms // 1000 - 60}" in listings[1]
     assert not adopter.settled
+
+
+class CountingLister:
+    """A reader whose listing is always empty, counting the listings asked."""
+
+    def __init__(self) -> None:
+        self.listings = 0
+        self.asked = trio.Event()
+
+    async def get_json(self, path: str, params: object = None) -> dict[str, object]:
+        self.listings += 1
+        self.asked.set()
+        return {"orders": [], "cursor": ""}
+
+
+async def test_the_end_of_an_audit_outage_starts_an_adoption_pass(short_dir: Path) -> None:
+    """A settled adopter runs no pass on its own; the trail going down asks for none, its
+    return asks for one at once."""
+    lister = CountingLister()
+    adopter = adopter_for(lister, fresh_db(short_dir / "t.db"))
+    adopter.settled = True  # past its settle time: passes only when asked
+    async with trio.open_nursery() as nursery:
+        await nursery.start(adopter.serve, CollectedRows(), lambda row: None)
+        adopter.hear_audit(AuditTransition(available=False, error="disk I/O error", outages=1))
+        await trio.testing.wait_all_tasks_blocked()
+        assert lister.listings == 0
+        adopter.hear_audit(AuditTransition(available=True, error=None, outages=1))
+        with trio.fail_after(10):
+            await lister.asked.wait()
+        nursery.cancel_scope.cancel()
+    assert lister.listings == 1

@@ -52,6 +52,7 @@ from executor.exchange.follow.lookup import (
 from executor.exchange.follow.reconcile import MIN_TS_MARGIN_S, CollectedRows, OrderRowSink
 from executor.exchange.messages import ExchangeError
 from executor.exchange.protocols import SignedReader
+from executor.recording.audit_trail import AuditTransition
 from executor.recording.database import read_orders_fired
 from executor.recording.installation import ClientOrderIds, save_adopt_since
 from executor.recording.open_orders import LIVE_WINDOW_MS, write_corrections
@@ -243,6 +244,13 @@ class Adopter:
     def request_pass(self) -> None:
         """Ask for a pass as soon as :meth:`serve` can run one (e.g. an audit outage ended)."""
         self._due.set()
+
+    def hear_audit(self, transition: AuditTransition) -> None:
+        """An audit-trail transition (``AuditTrailState.on_change``): the end of an outage asks
+        for a pass (orders placed while rows could not be written get theirs). Never
+        checkpoints."""
+        if transition.available:
+            self.request_pass()
 
     def _min_ts_s(self, now_ms: int) -> int:
         """The listing's ``min_ts`` (seconds): the window's start less the clocks' margin, at
