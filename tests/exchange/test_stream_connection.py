@@ -18,6 +18,7 @@ import trio.testing
 from structlog.testing import capture_logs
 
 from executor.exchange.follow.reconcile import Reconciler
+from executor.exchange.messages import USER_DATA_TIMESTAMP_PATH, ExchangeError
 from executor.exchange.rest import tls_context
 from executor.exchange.stream import client as stream_client
 from executor.exchange.stream.client import (
@@ -28,6 +29,7 @@ from executor.exchange.stream.client import (
 )
 from executor.exchange.stream.orders import StreamedOrders
 from executor.fake.exchange import FakeCredentials, FakeExchange
+from executor.fake.orders import iso_time
 from executor.recording.rows import LatencyRow, OrderRow, OrderStatus
 from executor.signer import KalshiSigner
 from tests.fake.test_fake_stream import resting_order
@@ -60,8 +62,16 @@ class GatedRows:
     def record(self, row: LatencyRow) -> None:
         self.latency.append(row)
 
+    refusing: bool = False
+    """Lookups are refused (503) while set; otherwise the order is not listed (and the data
+    timestamp is old, so it is not known absent either)."""
+
     async def get_json(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]:
-        raise AssertionError("no lookup is expected here")
+        if self.refusing:
+            raise ExchangeError("503 service_unavailable: busy", status=503)
+        if path == USER_DATA_TIMESTAMP_PATH:
+            return {"as_of_time": iso_time(0)}
+        return {"orders": [], "cursor": ""}
 
 
 def placed(exchange: FakeExchange, client_order_id: str) -> OrderRow:
@@ -81,15 +91,22 @@ def placed(exchange: FakeExchange, client_order_id: str) -> OrderRow:
 
 @asynccontextmanager
 async def streaming(
-    exchange: FakeExchange, credentials: FakeCredentials, sink: GatedRows
+    exchange: FakeExchange,
+    credentials: FakeCredentials,
+    sink: GatedRows,
+    following: tuple[OrderRow, ...] = (),
 ) -> AsyncIterator[tuple[StreamedOrders, StreamState]]:
-    """``serve_stream`` on the fake's stream, connected and trusted; cancelled on exit."""
+    """``serve_stream`` on the fake's stream (``following`` those orders), connected and trusted;
+    cancelled on exit."""
     context = await trio.to_thread.run_sync(tls_context, credentials.ca_file)
     signer = KalshiSigner(credentials.private_key_path, credentials.key_id)
     endpoint = StreamEndpoint(
         stream_url_of(exchange.base_url), credentials.key_id, signer.sign, context
     )
-    orders = StreamedOrders(Reconciler(sink, sink), sink)
+    reconciler = Reconciler(sink, sink)
+    for row in following:
+        reconciler.follow(row)
+    orders = StreamedOrders(reconciler, sink)
     state = StreamState()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(serve_stream, endpoint, orders, state)
@@ -119,6 +136,33 @@ async def test_a_dropped_connection_is_one_reconnect_line_not_a_crash(
     assert len(downs) == 1 and downs[0]["log_level"] == "warning"
     assert "exc_info" not in downs[0]
     assert state.failures == 1
+
+
+async def test_a_connection_whose_reconciliation_failed_ends_and_is_retried(
+    fake_exchange: FakeExchange, fake_credentials: FakeCredentials
+) -> None:
+    """The reconnect's lookups are refused: the connection ends untrusted (a warning, no crash)
+    and is tried again; once the lookups answer, the stream is up and trusted."""
+    sink = GatedRows(refusing=True)
+    followed = placed(fake_exchange, "e" * 32)
+    with capture_logs() as logs:
+        async with trio.open_nursery() as nursery:
+
+            async def refuse_twice() -> None:
+                with trio.fail_after(WAIT_S):
+                    while fake_exchange.stream.sessions_opened < 2:
+                        await fake_exchange.stream.wait_changed()
+                sink.refusing = False
+
+            nursery.start_soon(refuse_twice)
+            async with streaming(fake_exchange, fake_credentials, sink, (followed,)) as (
+                orders,
+                state,
+            ):
+                assert orders.trusted and state.failures >= 1
+    events = [entry["event"] for entry in logs]
+    assert "stream reconciliation failed: the stream is not trusted yet" in events
+    assert not [entry for entry in logs if entry["log_level"] == "error"]
 
 
 async def test_two_stream_tasks_never_catch_up_at_once(
