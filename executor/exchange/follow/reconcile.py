@@ -9,7 +9,7 @@ re-sent: a late order is worse than none. Three callers:
   written, a connection lost after sending, a 5xx on the last attempt, a 409 "already exists", a
   2xx without an order): :meth:`Reconciler.resolve` looks the order up, up to
   ``RECONCILE_TRIES`` times over a few seconds (an order just sent may not be listed yet), and
-  the fire continues with the truth (its fill goes to the risk gate);
+  the fire continues with the truth (the ledger tells the risk gate of its fill);
 - start-up, before the socket is published: :meth:`Reconciler.reconcile_at_startup` takes the
   rows earlier runs left open (``executor.recording.open_orders``), so the risk gate's warm start
   reads a corrected table, and logs one summary line; a row sent in the last

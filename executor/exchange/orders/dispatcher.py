@@ -3,8 +3,11 @@
 The decision (``executor.decide.decision``) has already passed the production guard, the kill
 switch and the risk gate. :meth:`OrderDispatcher.execute` places a real order and keeps the risk
 gate's books through the order's :class:`~executor.decide.decision.RiskTicket` (attempt and
-in-flight count before the send, the fill after it, the in-flight count back down whatever
-happened); :meth:`OrderDispatcher.record_rejected` writes a refusal's ``rejected`` row.
+in-flight count before the send, the in-flight count back down whatever happened);
+:meth:`OrderDispatcher.record_rejected` writes a refusal's ``rejected`` row. With a reconciler the
+order is known to the order ledger from its ``pending`` row on, its answer is one observation
+among the others (``executor.exchange.follow.ledger``), and the ledger, not the ticket, tells the
+risk gate of its fill, once whoever saw it first.
 
 A real fire: mint a ``client_order_id``, queue the ``pending`` row without waiting, build the body
 from the template, hand it to the transport, read the status from the response, and queue the
