@@ -10,7 +10,7 @@ latest record):
   channel: start-up reconciliation then asks the exchange what became of it, like any ``pending``
   row an earlier run left);
 - the record, when it is further along than the database's row by the order ledger's rank
-  (``executor.recording.order_rank``: a higher status, or the same open one with more filled; a
+  (``executor.recording.order_terms``: a higher status, or the same open one with more filled; a
   resolution the database refused, kept during an outage, say a ``filled`` record over a
   committed ``accepted`` row);
 - nothing otherwise: the database's row is at least as far along (the usual case: the rows landed
@@ -34,7 +34,7 @@ import structlog
 from executor.recording.audit_trail import refused_for_good
 from executor.recording.database import TelemetryOpenError
 from executor.recording.intent_journal import journal_path, read_journal
-from executor.recording.order_rank import further_along
+from executor.recording.order_terms import further_along
 from executor.recording.rows import (
     OrderRow,
     OrderRowKind,

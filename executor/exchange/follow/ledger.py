@@ -36,8 +36,13 @@ from decimal import Decimal
 from typing import Final
 
 from executor.exchange.follow.follow_up import FollowedOrders
-from executor.recording.order_rank import Rank, decimal_of, rank_of, unknown_outcome
-from executor.recording.order_terms import NO_SUCH_ORDER_PREFIX
+from executor.recording.order_terms import (
+    NO_SUCH_ORDER_PREFIX,
+    Rank,
+    decimal_of,
+    rank_of,
+    resolvable,
+)
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 
 FINISHED_KEPT: Final = 10_000
@@ -371,6 +376,6 @@ __all__ = [
     "decimal_of",
     "observed_row",
     "rank_of",
+    "resolvable",
     "single_fill",
-    "unknown_outcome",
 ]
