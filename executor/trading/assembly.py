@@ -374,7 +374,10 @@ async def _warm_risk_gate(gate: RiskGate | None, settings: Settings, telemetry_d
     past = await trio.to_thread.run_sync(load_recent_orders, telemetry_db, wall_ms())
     gate.warm_start(past)
     allowed = sorted(settings.allowed_exchange_indexes)
-    log.info("risk gate warm", past_orders=len(past), allowed_exchange_indexes=allowed)
+    fills = sum(order.fill_count for order in past)  # what the gate holds as filled
+    log.info(
+        "risk gate warm", past_orders=len(past), fills=fills, allowed_exchange_indexes=allowed
+    )
 
 
 def _dropped_rows(telemetry: Telemetry) -> int:

@@ -490,5 +490,15 @@ async def test_sigkills_at_any_moment_leave_the_book_and_the_table_in_agreement(
     assert campaign.kills["aimed"] >= 3
     assert replayed >= 1, "no kill landed in the window the journal exists for"
     assert unknown >= 1, "no lookup met the listing lag: the three answers were not exercised"
+    # The last executor's risk gate holds as filled what the exchange filled of our orders.
+    warm = [
+        json.loads(line)
+        for line in campaign.logs[-1].read_text(errors="replace").splitlines()
+        if '"risk gate warm"' in line
+    ]
+    ours_filled = sum(
+        order.filled for key, order in fake_exchange.book.items() if key not in campaign.decoys
+    )
+    assert [entry["fills"] for entry in warm] == [float(ours_filled)], campaign
     assert fake_exchange.stream.lost, "the stream lost nothing"
     assert stream_downs >= 1 and stream_news >= 1, (stream_downs, stream_news)
