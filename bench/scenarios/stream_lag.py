@@ -11,8 +11,9 @@ over TLS. Per sample: one real wake whose order rests on the fake and is followe
 quiet; then the fake fills it (``fill_resting``), after ``t0 = perf_counter_ns()``, and three
 moments are stamped:
 
-- ``gate``: the risk gate told of the fill (the reconciler's fill recorder, wrapped);
-- ``queued``: the corrected row handed to telemetry (the reconciler's row sink, wrapped);
+- ``gate``: the risk gate told of the fill (the ledger keeper's fill recorder, wrapped; told at
+  the merge, before the row is written);
+- ``queued``: the corrected row handed to telemetry (the ledger keeper's row sink, wrapped);
 - ``committed``: the writer thread's commit of the batch holding that row (``write_batch``,
   wrapped), which includes the consumer's linger (``BATCH_LINGER_S``, 10 ms) by design.
 
@@ -54,7 +55,6 @@ from executor.config.settings import ExchangeSettings, Settings
 from executor.config.sizing import SizingConfig
 from executor.decide.risk import RiskLimits
 from executor.exchange.follow.reconcile_terms import FillRecorder, OrderRowSink
-from executor.exchange.stream.orders import StreamedOrders
 from executor.fake.exchange import FakeCredentials, FakeExchange, serve_fake_exchange
 from executor.logs import start_logging, stop_logging
 from executor.recording.rows import OrderRow, OrderStatus, TelemetryRow
@@ -180,14 +180,16 @@ async def measure(samples: int, directory: Path) -> list[dict[str, float]]:
             async with open_order_path(
                 settings, telemetry, telemetry_db=db_path, kill_switch=None
             ) as fire_path:
-                assert fire_path.orders is not None
-                reconciler = fire_path.orders.dispatcher.reconciler
-                assert reconciler is not None and isinstance(reconciler.feed, StreamedOrders)
-                stream = reconciler.feed
-                assert reconciler.fills is not None
-                reconciler.fills = GateProbe(reconciler.fills, probe)
-                reconciler.sink = SinkProbe(reconciler.sink, probe)
-                await _until(lambda: stream.trusted)
+                orders = fire_path.orders
+                assert orders is not None and orders.counters is not None
+                reconciler = orders.dispatcher.reconciler
+                assert reconciler is not None
+                keeper = reconciler.keeper
+                assert keeper.fills is not None
+                keeper.fills = GateProbe(keeper.fills, probe)
+                keeper.sink = SinkProbe(keeper.sink, probe)
+                counters = orders.counters
+                await _until(lambda: counters()["stream_connected"] == 1)  # trusted
                 for number in range(samples):
                     before = set(exchange.book)
                     await fire_path.fire(in_process_wake(f"lag-{number}"))

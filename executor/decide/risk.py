@@ -264,6 +264,7 @@ class RiskGate:
         self._reconciled_by_event = by_event
         self._reconciled_at_ms = as_of_ms
         self._prune_fills(as_of_ms)
+        self._prune_group_tickers()
 
     # --- internals ---
 
@@ -320,6 +321,22 @@ class RiskGate:
             self._fills_by_event.remove(fill.event, fill.contracts)
             if fill.group:
                 self._fills_by_group.remove(fill.group, fill.contracts)
+
+    def _prune_group_tickers(self) -> None:
+        """Forget a group's ticker once nothing in the windows names it and no position is held
+        on it (it adds nothing to the group's position then), so the map does not only grow."""
+        live = {(attempt.group, attempt.ticker) for attempt in self._day if attempt.group}
+        live.update((fill.group, fill.ticker) for fill in self._fills if fill.group)
+        for group in list(self._group_tickers):
+            tickers = {
+                ticker
+                for ticker in self._group_tickers[group]
+                if (group, ticker) in live or self._reconciled.get(ticker, 0.0)
+            }
+            if tickers:
+                self._group_tickers[group] = tickers
+            else:
+                del self._group_tickers[group]
 
     def _group_position(self, group: str) -> float:
         """Reconciled contracts on the group's known tickers plus the group's fills since."""

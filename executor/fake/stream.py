@@ -14,7 +14,9 @@ Fault modes, set on the hub by a test (or a person driving the fake): ``acceptin
 answers upgrades 503 (the stream stays down); ``mute = True`` answers no command (a stalled
 stream); :meth:`StreamHub.drop_connections` closes every
 session's TCP connection without a close frame; ``delay_s`` holds each message that long before
-sending it; :meth:`StreamHub.lose_next` loses the next message(s) of a channel for every session.
+sending it; :meth:`StreamHub.lose_next` loses the next message(s) of a channel for every session,
+:meth:`StreamHub.duplicate_next` sends them twice, and :meth:`StreamHub.swap_next` holds the next
+one back until the channel's following message has gone (out of order).
 Every message sent is kept in ``sent`` (with its ``sid``) so a test can validate it.
 """
 
@@ -100,6 +102,9 @@ class StreamHub:
         self.ping_interval_s = ping_interval_s
         self._sessions: set[_Session] = set()
         self._to_lose: dict[str, int] = {}
+        self._to_duplicate: dict[str, int] = {}
+        self._to_swap: set[str] = set()
+        self._held: dict[str, tuple[dict[str, Any], str | None]] = {}
         self._sids = itertools.count(1)
         self._group_seq = itertools.count(1)
         self._changed = trio.Event()
@@ -122,6 +127,15 @@ class StreamHub:
         """Lose the next ``count`` messages of ``channel`` (for every session)."""
         self._to_lose[channel] = self._to_lose.get(channel, 0) + count
 
+    def duplicate_next(self, channel: str, count: int = 1) -> None:
+        """Send the next ``count`` messages of ``channel`` twice each (for every session)."""
+        self._to_duplicate[channel] = self._to_duplicate.get(channel, 0) + count
+
+    def swap_next(self, channel: str) -> None:
+        """Hold the next message of ``channel`` back and send it just after the one that follows
+        it (two messages out of order); a message still held is never sent (late past use)."""
+        self._to_swap.add(channel)
+
     def drop_connections(self) -> None:
         """Close every session's connection now, without a close frame (a network cut)."""
         for session in list(self._sessions):
@@ -134,8 +148,20 @@ class StreamHub:
             self._to_lose[channel] -= 1
             self.lost.append(message)
             return
+        if channel in self._to_swap:
+            self._to_swap.discard(channel)
+            self._held[channel] = (message, ticker)
+            return
+        copies = 1
+        if self._to_duplicate.get(channel, 0) > 0:
+            self._to_duplicate[channel] -= 1
+            copies = 2
+        held = self._held.pop(channel, None)
         for session in list(self._sessions):
-            session.offer(channel, message, ticker)
+            for _ in range(copies):
+                session.offer(channel, message, ticker)
+            if held is not None:
+                session.offer(channel, held[0], held[1])
 
     def announce(self, event: BookEvent, position: float) -> None:
         """Publish what one book change says (``position``: the account's on the ticker after it):

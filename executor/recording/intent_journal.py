@@ -318,7 +318,12 @@ class IntentJournal:
             os.fchmod(descriptor, JOURNAL_MODE)
             if os.write(descriptor, records) != len(records):
                 raise JournalWriteError(errno.ENOSPC, f"{staging}: short write")
+            # The new file's records reach the disk before its name replaces the journal's, and
+            # the rename itself after: a power cut leaves the old journal or the whole new one,
+            # never an empty or partial file under the journal's name.
+            os.fsync(descriptor)
             os.replace(staging, self.path)
+            _fsync_directory(self.path.parent)
         except BaseException:
             os.close(descriptor)
             with contextlib.suppress(OSError):
@@ -336,6 +341,15 @@ class IntentJournal:
         self.compact()
         os.close(self._descriptor)
         self._descriptor = -1
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (its entry, not only the file's bytes)."""
+    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
 
 
 __all__ = [

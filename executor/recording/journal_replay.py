@@ -9,10 +9,12 @@ latest record):
 - the record, when the database has no row for the order (an intent whose pending row died in the
   channel: start-up reconciliation then asks the exchange what became of it, like any ``pending``
   row an earlier run left);
-- the record, when the database's row is ``pending`` and the record is not (a resolution the
-  database refused, kept during an outage);
+- the record, when it is further along than the database's row by the order ledger's rank
+  (``executor.recording.order_terms``: a higher status, or the same open one with more filled; a
+  resolution the database refused, kept during an outage, say a ``filled`` record over a
+  committed ``accepted`` row);
 - nothing otherwise: the database's row is at least as far along (the usual case: the rows landed
-  and the journal had not been compacted yet).
+  and the journal had not been compacted yet), so a replay never takes a row back.
 
 So replaying twice writes nothing the second time, and a kill during the replay loses nothing
 (the journal is emptied only after the rows are committed, by the caller). Blocking: it runs in
@@ -32,6 +34,7 @@ import structlog
 from executor.recording.audit_trail import refused_for_good
 from executor.recording.database import TelemetryOpenError
 from executor.recording.intent_journal import journal_path, read_journal
+from executor.recording.order_terms import further_along
 from executor.recording.rows import (
     OrderRow,
     OrderRowKind,
@@ -43,7 +46,10 @@ from executor.recording.sqlite_writer import write_batch
 
 log = structlog.get_logger()
 
-_ROW_STATUS_SQL: Final = "SELECT status FROM orders_fired WHERE client_order_id = ?"
+_ROW_STATE_SQL: Final = (
+    "SELECT status, kalshi_order_id, error_message, fill_count, remaining_count"
+    " FROM orders_fired WHERE client_order_id = ?"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +72,19 @@ class ReplayOutcome:
 
 
 def _needs_writing(connection: sqlite3.Connection, row: OrderRow) -> bool:
-    found = connection.execute(_ROW_STATUS_SQL, (row.client_order_id,)).fetchone()
+    found = connection.execute(_ROW_STATE_SQL, (row.client_order_id,)).fetchone()
     if found is None:
         return True
-    return found[0] == OrderStatus.PENDING.value and row.status is not OrderStatus.PENDING
+    status, kalshi_order_id, error_message, fill_count, remaining_count = found
+    committed = dataclasses.replace(
+        row,
+        status=OrderStatus(status),
+        kalshi_order_id=kalshi_order_id,
+        error_message=error_message,
+        fill_count=fill_count,
+        remaining_count=remaining_count,
+    )
+    return further_along(row, committed)
 
 
 def replay_journal(connection: sqlite3.Connection, db_path: Path) -> ReplayOutcome:

@@ -18,6 +18,8 @@ shutdown text: a dispatch cut while its request may have been on the wire). Ever
 
 from __future__ import annotations
 
+import enum
+from decimal import Decimal, InvalidOperation
 from typing import Final
 
 from executor.recording.rows import OrderRow, OrderStatus
@@ -109,6 +111,66 @@ def startup_cause(row: OrderRow) -> str | None:
     return None
 
 
+class Rank(enum.IntEnum):
+    """How far an order has gone by its row; the order ledger and the journal's replay merge
+    forward only by it (``pending`` -> ``error`` of unknown outcome or not listed ->
+    ``submitted`` -> on the book -> final)."""
+
+    PENDING = 0
+    UNKNOWN = 1
+    """``error`` whose outcome only the exchange knows (or that it did not list)."""
+    SUBMITTED = 2
+    ON_BOOK = 3
+    """``accepted``, or ``filled`` with contracts still resting."""
+    FINAL = 4
+    """``filled`` off the book, ``canceled``, ``rejected``, or an ``error`` that was a refusal."""
+
+
+def decimal_of(text: str | None) -> Decimal:
+    """A fixed-point column as a number (NULL or unreadable: 0)."""
+    try:
+        value = Decimal(text or "0")
+    except InvalidOperation:
+        return Decimal(0)
+    return value if value.is_finite() else Decimal(0)
+
+
+def resolvable(row: OrderRow) -> bool:
+    """Whether ``row`` is an ``error`` a later truth may still resolve: its outcome unknown
+    (:func:`outcome_unknown`), or the exchange did not list the order when asked."""
+    if outcome_unknown(row):
+        return True
+    message = row.error_message or ""
+    return (
+        row.status is OrderStatus.ERROR
+        and row.kalshi_order_id is None
+        and message.startswith(NO_SUCH_ORDER_PREFIX)
+    )
+
+
+def rank_of(row: OrderRow) -> Rank:
+    """How far ``row``'s order has gone (a merge never lowers it)."""
+    status = row.status
+    if status is OrderStatus.PENDING:
+        return Rank.PENDING
+    if status is OrderStatus.ERROR:
+        return Rank.UNKNOWN if resolvable(row) else Rank.FINAL
+    if status is OrderStatus.SUBMITTED:
+        return Rank.SUBMITTED
+    if status is OrderStatus.ACCEPTED or (status is OrderStatus.FILLED and rests(row)):
+        return Rank.ON_BOOK
+    return Rank.FINAL
+
+
+def further_along(row: OrderRow, than: OrderRow) -> bool:
+    """Whether ``row`` says more of its order than ``than``: a higher rank, or the same open
+    rank with more filled."""
+    rank, other = rank_of(row), rank_of(than)
+    if rank != other:
+        return rank > other
+    return rank != Rank.FINAL and decimal_of(row.fill_count) > decimal_of(than.fill_count)
+
+
 __all__ = [
     "ADOPTED_MESSAGE",
     "CANCELLED_AT_SHUTDOWN",
@@ -120,8 +182,13 @@ __all__ = [
     "OUTCOME_UNKNOWN_PREFIX",
     "RECONCILED_PREFIX",
     "RESTING_STATUSES",
+    "Rank",
+    "decimal_of",
+    "further_along",
     "is_open",
     "outcome_unknown",
+    "rank_of",
+    "resolvable",
     "rests",
     "startup_cause",
 ]

@@ -47,7 +47,9 @@ from executor.decide.decision import KillSwitchState
 from executor.decide.risk import RiskGate
 from executor.exchange.book.guard import BookGuard, book_guard, record_run_group
 from executor.exchange.follow.account import AccountState, serve_account
-from executor.exchange.follow.adoption import Adopter, adopt_at_startup, tell_risk_gate
+from executor.exchange.follow.adoption import Adopter, adopt_at_startup, take_adopted
+from executor.exchange.follow.ledger import Source
+from executor.exchange.follow.ledger_keeper import LedgerKeeper
 from executor.exchange.follow.reconcile import CollectedRows, Reconciler
 from executor.exchange.orders.dispatcher import OrderDispatcher, OrderPolicy
 from executor.exchange.orders.shadow_lane import ShadowLane
@@ -61,9 +63,8 @@ from executor.exchange.stream.client import (
     serve_stream,
     stream_url_of,
 )
-from executor.exchange.stream.orders import StreamedOrders
+from executor.exchange.stream.orders import StreamedOrders, StreamFeed
 from executor.fire.path import FirePath, OrderPath
-from executor.recording.audit_trail import AuditTransition
 from executor.recording.heartbeat import (
     HEARTBEAT_INTERVAL_S,
     HEARTBEAT_PROCESS,
@@ -73,7 +74,6 @@ from executor.recording.heartbeat import (
 from executor.recording.installation import ClientOrderIds, load_installation
 from executor.recording.open_orders import LIVE_WINDOW_MS, load_open_orders, write_corrections
 from executor.recording.recent_orders import load_recent_orders
-from executor.recording.rows import OrderRow
 from executor.signer import KalshiSigner
 from executor.telemetry import Telemetry, row_fields
 from executor.trading.counters import order_path_counters
@@ -211,18 +211,22 @@ async def open_order_path(
         if not installation.created:  # a new prefix cannot be on the exchange yet
             step("adopting the exchange's orders of this installation that have no row")
             await adopt_at_startup(adopter, telemetry_db)
-        reconciler = Reconciler(client, telemetry)
+        # Wired one way: the gate (warmed below), the ledger's keeper telling it of fills, the
+        # stream's feed, then the reconciler over them and the stream over the reconciler.
+        risk = _risk_gate(settings)
+        keeper = LedgerKeeper(telemetry, fills=risk)
+        feed = StreamFeed() if settings.exchange.stream else None
+        reconciler = Reconciler(client, telemetry, keeper=keeper, feed=feed)
         step("reconciling the orders earlier runs left unresolved")
         await _reconcile_earlier_runs(reconciler, telemetry_db)
         step("warm-starting the risk gate from orders_fired")
-        risk = await _warm_risk_gate(settings, telemetry_db)
-        reconciler.fills = risk
-        stream = StreamedOrders(reconciler, telemetry) if settings.exchange.stream else None
-        reconciler.feed = stream
+        await _warm_risk_gate(risk, settings, telemetry_db)
+        stream = None if feed is None else StreamedOrders(reconciler, telemetry, feed=feed)
         await record_run_group(side.group, side.endpoint.base_url, telemetry_db)
         writer = client.rest
+        cancels = keeper.source(Source.CANCEL)
         guard = book_guard(
-            settings.exchange, writer, reconciler, telemetry, side.group, kill_switch, telemetry
+            settings.exchange, writer, reconciler, cancels, side.group, kill_switch, telemetry
         )
         account = AccountState()
         stream_state = StreamState()
@@ -244,15 +248,7 @@ async def open_order_path(
         orders = fire_path.orders
         assert orders is not None
 
-        def adopted_later(row: OrderRow) -> None:
-            tell_risk_gate(risk, row)
-            reconciler.follow(row)
-
-        def outage_ended(transition: AuditTransition) -> None:
-            if transition.available:
-                adopter.request_pass()
-
-        telemetry.audit_trail.on_change(outage_ended)
+        telemetry.audit_trail.on_change(adopter.hear_audit)
         telemetry.audit_trail.on_change(guard.hear_audit)
         async with trio.open_nursery() as lane_nursery:
             await lane_nursery.start(orders.lane.run)
@@ -283,7 +279,9 @@ async def open_order_path(
                         endpoint = await _stream_endpoint(settings, side)
                         await pollers.start(serve_stream, endpoint, stream, stream_state)
                     await pollers.start(guard.run)
-                    await pollers.start(adopter.serve, telemetry, adopted_later)
+                    await pollers.start(
+                        adopter.serve, telemetry, functools.partial(take_adopted, keeper, risk)
+                    )
                     try:
                         yield fire_path
                     finally:
@@ -374,22 +372,29 @@ async def _reconcile_earlier_runs(reconciler: Reconciler, telemetry_db: Path) ->
         log.error("start-up correction not written", row=row_fields(row), error=error)
 
 
-async def _warm_risk_gate(settings: Settings, telemetry_db: Path) -> RiskGate | None:
-    """The risk gate, warm-started from the last 24 h of ``orders_fired`` (None when disabled)."""
+def _risk_gate(settings: Settings) -> RiskGate | None:
+    """The risk gate, cold (None when disabled): :func:`_warm_risk_gate` warms it once start-up
+    has corrected the table."""
     if not settings.risk_enabled:
         log.warning("risk gate disabled (KALSHI_RISK_GATE_ENABLED)")
         return None
-    allowed = settings.allowed_exchange_indexes
-    gate = RiskGate(settings.risk_limits, allowed)
+    return RiskGate(settings.risk_limits, settings.allowed_exchange_indexes)
+
+
+async def _warm_risk_gate(gate: RiskGate | None, settings: Settings, telemetry_db: Path) -> None:
+    """Warm-start ``gate`` from the last 24 h of ``orders_fired``."""
+    if gate is None:
+        return
     past = await trio.to_thread.run_sync(load_recent_orders, telemetry_db, wall_ms())
     gate.warm_start(past)
+    fills = sum(order.fill_count for order in past)  # what the gate holds as filled
     log.info(
         "risk gate warm",
         past_orders=len(past),
-        allowed_exchange_indexes=sorted(allowed),
+        fills=fills,
+        allowed_exchange_indexes=sorted(settings.allowed_exchange_indexes),
         limits=limits_summary(settings.risk_limits),
     )
-    return gate
 
 
 def _dropped_rows(telemetry: Telemetry) -> int:

@@ -508,3 +508,48 @@ def test_load_recent_orders_never_writes(tmp_path: Path) -> None:
     before = path.read_bytes()
     load_recent_orders(path, T0)
     assert path.read_bytes() == before
+
+
+def test_a_groups_tickers_are_forgotten_once_nothing_names_them_or_is_held() -> None:
+    """A thousand one-off groups whose attempts left the day, with nothing held, leave nothing
+    behind; a group whose ticker is still held keeps it, and its position still counts it (the
+    negative twin)."""
+    gate = make_gate(max_position_contracts_per_correlation_group=5.0)
+    for index in range(1000):
+        attempt(gate, f"KXG{index}-25NOV30-B40", T0, group=f"one-off-{index}")
+    attempt(gate, "KXHELD-25NOV30-B40", T0, group="held")
+    later = T0 + DAY_MS + MINUTE_MS
+    assert check(gate, now_ms=later) is None  # prunes the day's attempts
+    gate.reconcile({"KXHELD-25NOV30-B40": 5.0}, later)
+    assert gate._group_tickers == {"held": {"KXHELD-25NOV30-B40"}}
+    reason = check(gate, "KXOTHER-25NOV30-B40", now_ms=later, group="held")
+    assert reason is not None and "correlation group 'held'" in reason
+
+
+async def test_error_rows_of_the_last_day_count_in_attempts_and_notional(tmp_path: Path) -> None:
+    """An attempt that may have placed an order (its row ``error``) counts at the warm start: it
+    is read back, and the gate's daily notional and attempts include it."""
+    path = tmp_path / "telemetry.db"
+    async with running_telemetry(path) as telemetry:
+        await telemetry.record_order(
+            order(
+                "unknown",
+                T0 - HOUR_MS,
+                kind=OrderRowKind.RESOLUTION,
+                status=OrderStatus.ERROR,
+                error_message="outcome unknown: read timed out",
+                count="10.00",
+                price_dollars="0.5000",
+            )
+        )
+        telemetry.close()
+    recent = await trio.to_thread.run_sync(load_recent_orders, path, T0)
+    assert [(past.count, past.price) for past in recent] == [(10.0, 0.5)]
+    gate = make_gate(max_notional_per_day_dollars=5.0, max_attempts_per_day=1)
+    gate.warm_start(recent)
+    assert check(gate, "KXZ-25NOV30-B40", now_ms=T0) == "1 attempts in the last 24h (max 1)"
+    gate = make_gate(max_notional_per_day_dollars=5.2)
+    gate.warm_start(recent)
+    assert check(gate, "KXZ-25NOV30-B40", price=0.5, now_ms=T0) == (
+        "daily notional would reach $5.50 (max $5.20)"
+    )

@@ -11,13 +11,21 @@ import uuid
 from pathlib import Path
 
 import trio
+import trio.testing
 from structlog.testing import capture_logs
 
 from executor.clock import wall_ms
-from executor.exchange.follow.adoption import ADOPTED_MESSAGE, ADOPTION_LOOKBACK_MAX_MS, Adopter
+from executor.exchange.follow.adoption import (
+    ADOPTED_MESSAGE,
+    ADOPTION_LOOKBACK_MAX_MS,
+    Adopter,
+    take_adopted,
+)
+from executor.exchange.follow.ledger_keeper import LedgerKeeper
 from executor.exchange.follow.reconcile import CollectedRows
 from executor.exchange.messages import order_body
 from executor.fake.exchange import FakeCredentials, FakeExchange
+from executor.recording.audit_trail import AuditTransition
 from executor.recording.database import close_database, open_database
 from executor.recording.installation import ClientOrderIds, load_installation
 from executor.recording.open_orders import write_corrections
@@ -214,3 +222,99 @@ async def test_the_window_reaches_back_no_further_than_the_live_listing(
     assert [row.client_order_id for row in collected.rows] == [recent]
     cut = [entry for entry in logs if entry["event"].startswith("adoption window cut")]
     assert len(cut) == 1 and cut[0]["from_ms"] >= now_ms - ADOPTION_LOOKBACK_MAX_MS
+
+
+class AdoptionGate:
+    """The risk gate's two calls an adoption makes, kept."""
+
+    def __init__(self) -> None:
+        self.attempts: list[str] = []
+        self.fills: list[float] = []
+
+    def record_attempt(self, ticker: str, direction: str, count: int, price: float,
+                       now_ms: int, correlation_group: str) -> None:  # fmt: skip
+        self.attempts.append(ticker)
+
+    def record_fill(
+        self, ticker: str, fill_count: float, now_ms: int, correlation_group: str
+    ) -> None:
+        self.fills.append(fill_count)
+
+
+async def test_an_order_adopted_while_running_reaches_the_gate_once_and_is_followed() -> None:
+    """Adopted resting with 1 of 3 filled: the gate hears of the attempt and the contract, and
+    the order is followed; adopted again (a second pass), nothing more is counted."""
+    gate = AdoptionGate()
+    keeper = LedgerKeeper(CollectedRows(), fills=gate)
+    row = order_row(
+        client_order_id="d" * 32,
+        kalshi_order_id="k-d",
+        time_in_force="good_till_canceled",
+        status=OrderStatus.FILLED,
+        fill_count="1.00",
+        remaining_count="2.00",
+        error_message=ADOPTED_MESSAGE,
+    )
+    take_adopted(keeper, gate, row)
+    assert (gate.attempts, gate.fills) == ([row.ticker], [1.0])
+    assert "d" * 32 in keeper.followed
+    take_adopted(keeper, gate, row)
+    assert gate.fills == [1.0]
+
+
+def test_an_id_holding_the_prefix_anywhere_but_at_its_start_is_foreign() -> None:
+    """This installation's prefix in the middle or at the end of another client's hex id does
+    not make it ours; at its start, it does (the negative twin)."""
+    ids = ClientOrderIds("ab12cd34")
+    ours = "ab12cd34" + "0" * 24
+    assert ids.is_ours(ours)
+    assert not ids.is_ours("0" * 12 + "ab12cd34" + "0" * 12)
+    assert not ids.is_ours("0" * 24 + "ab12cd34")
+
+
+async def test_a_pass_before_the_settle_time_leaves_the_window_where_it_was(
+    fake_exchange: FakeExchange, fake_credentials: FakeCredentials, short_dir: Path
+) -> None:
+    """Two passes just after start-up (before the settle time) both list from the saved window's
+    start: an order the last run left, placed before this run began, is still looked for."""
+    db_path = fresh_db(short_dir / "t.db")
+    since_ms = wall_ms() - 10 * 60_000
+    async with transport(fake_exchange, fake_credentials) as client:
+        adopter = adopter_for(client, db_path, since_ms=since_ms)
+        await adopter.adopt(CollectedRows())
+        await adopter.adopt(CollectedRows())
+    listings = [r.query for r in fake_exchange.received if r.path.endswith("/portfolio/orders")]
+    assert len(listings) == 2 and listings[0] == listings[1]
+    assert f"min_ts={since_ms // 1000 - 60}" in listings[1]
+    assert not adopter.settled
+
+
+class CountingLister:
+    """A reader whose listing is always empty, counting the listings asked."""
+
+    def __init__(self) -> None:
+        self.listings = 0
+        self.asked = trio.Event()
+
+    async def get_json(self, path: str, params: object = None) -> dict[str, object]:
+        self.listings += 1
+        self.asked.set()
+        return {"orders": [], "cursor": ""}
+
+
+async def test_the_end_of_an_audit_outage_starts_an_adoption_pass(short_dir: Path) -> None:
+    """A settled adopter runs no pass on its own; the trail going down asks for none, its
+    return asks for one at once."""
+    lister = CountingLister()
+    adopter = adopter_for(lister, fresh_db(short_dir / "t.db"))
+    adopter.settled = True  # past its settle time: passes only when asked
+    async with trio.open_nursery() as nursery:
+        await nursery.start(adopter.serve, CollectedRows(), lambda row: None)
+        adopter.hear_audit(AuditTransition(available=False, error="disk I/O error", outages=1))
+        await trio.testing.wait_all_tasks_blocked()
+        assert lister.listings == 0
+        adopter.hear_audit(AuditTransition(available=True, error=None, outages=1))
+        with trio.fail_after(10):
+            await lister.asked.wait()
+        nursery.cancel_scope.cancel()
+    assert lister.listings == 1

@@ -338,18 +338,19 @@ async def test_an_unknown_outcome_row_is_followed_with_its_cause() -> None:
     assert sink.fills == [(TICKER, 3.0, "group-a")]
 
 
-async def test_the_fires_own_lookup_leaves_the_fill_to_the_fire() -> None:
-    """The fire's resolve finds the order filled but tells the risk gate nothing: the fire
-    records the fill from its result (told twice, the gate would count 6 contracts)."""
+async def test_the_fires_own_lookup_tells_the_gate_once_through_the_ledger() -> None:
+    """The fire's resolve finds the order filled and the ledger tells the risk gate of its 3
+    contracts once; asked again, nothing more (told twice, the gate would count 6)."""
     now = wall_ms()
     listed = {**LISTED_FILL, "client_order_id": "9" * 32}
     sink = Rows()
     reader = ScriptedReader(as_of_ms=now, listed={TICKER: [listed]})
-    resolution = await Reconciler(reader, sink, fills=sink).resolve(
-        unknown_row("9" * 32, now), "timed out"
-    )
+    reconciler = Reconciler(reader, sink, fills=sink)
+    resolution = await reconciler.resolve(unknown_row("9" * 32, now), "timed out")
     assert resolution.order is not None and resolution.order.filled == 3.0
-    assert sink.fills == []
+    assert [fill[1] for fill in sink.fills] == [3.0]
+    await reconciler.resolve(unknown_row("9" * 32, now), "timed out")
+    assert [fill[1] for fill in sink.fills] == [3.0]
 
 
 async def test_while_the_stream_is_trusted_the_poll_still_asks_about_unknown_outcomes() -> None:

@@ -180,24 +180,26 @@ async def test_a_maker_fill_moves_the_row_and_the_risk_gate_at_once(sinks: Sinks
     assert orders.fills_applied == 1 and sinks.lookups == 0
 
 
-async def test_the_lag_ends_when_the_row_is_queued_not_after_what_follows(sinks: Sinks) -> None:
-    """The stream_row lag is read when the filled row has been queued: the risk gate's update,
-    the log line and the lag row's own making come after it and are not in it (a clock that
-    jumps 40 ms once the gate hears of the fill)."""
+async def test_the_lag_ends_when_the_row_is_queued_not_after_what_follows(
+    sinks: Sinks, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stream_row lag is read when the filled row has been queued: the log line and the lag
+    row's own making come after it and are not in it (a clock that jumps 40 ms once the log line
+    is written)."""
     reconciler = Reconciler(sinks, sinks, fills=sinks)
     reconciler.follow(resting_row())
     clock = [float(NOW_MS + 3)]
-    record_fill = sinks.record_fill
 
-    def gate_then_late(*args: Any) -> None:
-        record_fill(*args)
-        clock[0] += 40  # everything after the gate's update reads a later clock
+    class LateLog:
+        def info(self, *args: Any, **kwargs: Any) -> None:
+            clock[0] += 40  # everything after the log line reads a later clock
 
-    sinks.record_fill = gate_then_late  # type: ignore[method-assign]
+    monkeypatch.setattr("executor.exchange.stream.orders.log", LateLog())
     orders = StreamedOrders(reconciler, sinks, clock_ms=lambda: clock[0])
     orders.trusted = True
     await orders.apply(maker_fill("1", NOW_MS))
     (lag,) = sinks.latency
+    assert clock[0] == NOW_MS + 43  # the log line was written, after the lag was read
     assert lag.duration_ms == 3.0 and orders.last_lag_ms == 3.0
 
 

@@ -398,3 +398,24 @@ async def test_a_client_that_resets_its_connection_ends_the_session_quietly(
     assert failed == []
     async with session(fake_exchange, fake_credentials) as again:
         assert (await subscribe(again, "fill")).keys() == {"fill"}
+
+
+async def test_a_message_can_be_sent_twice_or_out_of_order(
+    fake_exchange: FakeExchange, fake_credentials: FakeCredentials
+) -> None:
+    """``duplicate_next`` sends the next user_order twice; ``swap_next`` sends the next one after
+    the one that follows it (the negative twin: without either, one each, in order)."""
+    async with session(fake_exchange, fake_credentials) as ws:
+        await subscribe(ws, "user_orders")
+        fake_exchange.stream.duplicate_next("user_orders")
+        resting_order(fake_exchange, "d" * 32)
+        first, again = await receive(ws), await receive(ws)
+        assert first == again and first["msg"]["client_order_id"] == "d" * 32
+        fake_exchange.stream.swap_next("user_orders")
+        fake_exchange.fill_resting("d" * 32, "1")
+        fake_exchange.fill_resting("d" * 32, "1")
+        later, earlier = await receive(ws), await receive(ws)
+        assert (later["msg"]["fill_count_fp"], earlier["msg"]["fill_count_fp"]) == ("2.00", "1.00")
+        fake_exchange.fill_resting("d" * 32, "1")
+        assert (await receive(ws))["msg"]["fill_count_fp"] == "3.00"
+    validate_everything_sent(fake_exchange)

@@ -176,3 +176,27 @@ def test_a_refused_write_is_an_error(path: Path) -> None:
         journal.append(pending())
     assert journal.outstanding() == frozenset()
     journal._descriptor = -1  # closed above
+
+
+def test_a_short_write_is_cut_back_and_the_next_record_reads_back_whole(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write the disk takes only half of raises and is cut back to the last whole record, so
+    the next record starts on its own line and reads back whole (no torn pair, nothing torn)."""
+    journal = IntentJournal.open(path)
+    first, cut, last = pending("a" * 32), pending("b" * 32), pending("c" * 32)
+    journal.append(first)
+    real_write = os.write
+
+    def half_write(descriptor: int, data: bytes) -> int:
+        return real_write(descriptor, data[: len(data) // 2])
+
+    monkeypatch.setattr(os, "write", half_write)
+    with pytest.raises(JournalWriteError, match="short write"):
+        journal.append(cut)
+    monkeypatch.setattr(os, "write", real_write)
+    journal.append(last)
+    os.close(journal._descriptor)  # as a kill leaves it
+    contents = read_journal(path)
+    assert (contents.rows, contents.torn) == ([first, last], 0)
+    assert journal.outstanding() == {"a" * 32, "c" * 32}

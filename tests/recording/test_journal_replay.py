@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from executor.recording.database import TelemetryOpenError, open_database
+from executor.recording.database import TelemetryOpenError, open_database, prove_writable
 from executor.recording.intent_journal import IntentJournal, journal_path, read_journal
 from executor.recording.journal_replay import replay_journal
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus, TelemetryRow
@@ -130,3 +130,35 @@ def test_a_database_that_refuses_the_rows_stops_the_start_and_keeps_the_journal(
     with contextlib.suppress(sqlite3.Error):
         connection.execute("DROP TRIGGER full")
     assert replay_journal(connection, path).replayed == 1
+
+
+class FullDisk:
+    """The writer's connection on a disk that is full: the lock is taken, the write refused."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+        self.statements: list[str] = []
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        self.statements.append(sql)
+        if sql.startswith("PRAGMA user_version ="):
+            raise sqlite3.OperationalError("database or disk is full")
+        return self.connection.execute(sql, *args)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.connection.in_transaction
+
+
+def test_proving_the_database_writable_fails_when_the_write_itself_fails(
+    db: tuple[sqlite3.Connection, Path],
+) -> None:
+    """BEGIN IMMEDIATE succeeds but the write is refused (a full disk): the proof fails with a
+    clear line, and the transaction is not left open (the negative twin: the real file passes)."""
+    connection, path = db
+    prove_writable(connection, path)
+    full = FullDisk(connection)
+    with pytest.raises(TelemetryOpenError, match=r"not writable .*disk is full"):
+        prove_writable(full, path)  # type: ignore[arg-type]
+    assert "BEGIN IMMEDIATE" in full.statements
+    assert not connection.in_transaction

@@ -11,6 +11,10 @@ the time in force
 would), other clients' orders land on the same tickers, and the executor is SIGKILLed, most often
 a few milliseconds after the fake has placed one of its orders (the window where the rows are
 still in memory), sometimes at a random moment after it serves, sometimes during its start-up.
+The fake's stream misbehaves too (issue 35): per cycle, with its own seed so the kills stay where
+they were, each channel may lose, duplicate or swap its next message, messages may come late, the
+market moves resting orders while the executor runs (maker fills and cancels it hears of on the
+stream), and the stream connection may be cut at any moment.
 Then one last executor starts (replay, adoption, reconciliation), is stopped with SIGTERM, and the
 book is compared with the table: no orphan, no row claiming an order the exchange lacks, no
 disagreement in status, fill or order id, no order twice, no row left open.
@@ -53,6 +57,13 @@ from tests.support.orders import spec
 
 SEED = 2112
 """The campaign's seed: its kill moments, faults, wakes and decoys."""
+
+STREAM_SEED = 3535
+"""The stream's misbehaviour's own seed (issue 35), so adding it moved no kill."""
+
+STREAM_DELAYS_S = (0.0, 0.0, 0.02, 0.3)
+"""How late the stream's messages come in a cycle (seconds): on time, just late, later than a
+lookup that follows the answer."""
 
 MAX_CYCLES = 14
 """Executor runs killed in one campaign (each is a start-up, some orders, a SIGKILL)."""
@@ -238,6 +249,35 @@ def move_resting_orders(exchange: FakeExchange, rng: random.Random) -> None:
                 exchange.cancel_resting(client_order_id)
 
 
+def stream_chaos(exchange: FakeExchange, rng: random.Random) -> None:
+    """This cycle's stream faults: late messages, and per channel the next message lost, sent
+    twice or swapped with the one after it."""
+    hub = exchange.stream
+    hub.delay_s = rng.choice(STREAM_DELAYS_S)
+    for channel in ("fill", "user_orders"):
+        fault = rng.choice(("none", "lose", "duplicate", "swap"))
+        if fault == "lose":
+            hub.lose_next(channel, rng.randint(1, 2))
+        elif fault == "duplicate":
+            hub.duplicate_next(channel, rng.randint(1, 2))
+        elif fault == "swap":
+            hub.swap_next(channel)
+
+
+async def market_while_running(
+    exchange: FakeExchange, rng: random.Random, *, task_status: trio.TaskStatus[None]
+) -> None:
+    """While an executor runs: the market moves resting orders (fills and cancels the stream
+    reports) and, now and then, the stream connection is cut."""
+    task_status.started()
+    while True:
+        await trio.sleep(rng.uniform(0.05, 0.6))
+        if rng.random() < 0.5:
+            move_resting_orders(exchange, rng)
+        if rng.random() < 0.25:
+            exchange.stream.drop_connections()
+
+
 def place_decoy(exchange: FakeExchange, rng: random.Random, campaign: Campaign) -> None:
     """Another client's order on one of the campaign's tickers."""
     client_order_id = uuid.uuid4().hex
@@ -252,10 +292,12 @@ async def one_cycle(
     placed: list[BookEvent],
     directory: Path,
     env: dict[str, str],
+    stream_rng: random.Random,
 ) -> None:
-    """Move the book's resting orders on, start an executor, give it some orders, kill it at
-    the chosen moment."""
+    """Move the book's resting orders on, start an executor, give it some orders while the
+    stream misbehaves and the market moves, kill it at the chosen moment."""
     index = campaign.cycles
+    stream_chaos(exchange, stream_rng)
     move_resting_orders(exchange, rng)
     exchange.listing_lag_s = LISTING_LAGS_S[index % len(LISTING_LAGS_S)]
     time_in_force = TIMES_IN_FORCE[index % len(TIMES_IN_FORCE)]
@@ -266,47 +308,64 @@ async def one_cycle(
     mode = MODES[index % len(MODES)]
     campaign.kills[mode] += 1
     try:
-        if mode == "start-up":
-            await trio.sleep(rng.uniform(0.0, 1.5))
-            return
-        await wait_accepting(run, directory / "x.sock")
-        wakes = rng.randint(1, 3)
-        faults = [rng.choice(FAULTS) or Fault("latency") for _ in range(wakes)]
-        if mode == "lookup":
-            faults[0] = LOOKUP_FAULT
-        exchange.inject(*faults)
-        for _ in range(rng.randint(0, 2)):
-            place_decoy(exchange, rng, campaign)
-        aim = rng.randint(1, wakes)
-        before = len(placed)
-        async with connect(directory / "x.sock") as client:
-            for number in range(wakes):
-                correlation_id = f"c{index}-{number}"
-                campaign.wakes.append(correlation_id)
-                ack = await client.request(
-                    make_wake(
-                        correlation_id,
-                        exchange_index=0,
-                        market_ticker=rng.choice(TICKERS),
-                        direction=rng.choice(("yes", "no")),
-                    )
-                )
-                assert ack.status == "accepted", ack
-            if mode == "lookup":
-                with trio.move_on_after(LOOKUP_WAIT_S):
-                    while UNKNOWN_LINE not in run.stderr.read_text(errors="replace"):  # noqa: ASYNC110 - its log file
-                        await trio.sleep(0.05)
-                await trio.sleep(rng.uniform(0.0, 0.5))
-            elif mode == "aimed":
-                with trio.move_on_after(ORDER_WAIT_S):
-                    while len(placed) - before < aim:  # noqa: ASYNC110 - the fake's watcher
-                        await trio.sleep(0.0005)
-                # Mostly within the issue's 6 ms (the row was lost 9 times of 9 there).
-                await trio.sleep(rng.uniform(0.0, KILL_WINDOW_S) * rng.choice((0.5, 0.5, 1.0)))
-            else:
-                await trio.sleep(rng.uniform(0.0, 2.5))
+        async with trio.open_nursery() as market:
+            await market.start(market_while_running, exchange, stream_rng)
+            await _drive(run, rng, campaign, exchange, placed, directory, mode, index)
+            market.cancel_scope.cancel()
     finally:
         await run.kill()
+
+
+async def _drive(
+    run: ExecutorRun,
+    rng: random.Random,
+    campaign: Campaign,
+    exchange: FakeExchange,
+    placed: list[BookEvent],
+    directory: Path,
+    mode: str,
+    index: int,
+) -> None:
+    """One cycle's wakes and the wait for its kill moment."""
+    if mode == "start-up":
+        await trio.sleep(rng.uniform(0.0, 1.5))
+        return
+    await wait_accepting(run, directory / "x.sock")
+    wakes = rng.randint(1, 3)
+    faults = [rng.choice(FAULTS) or Fault("latency") for _ in range(wakes)]
+    if mode == "lookup":
+        faults[0] = LOOKUP_FAULT
+    exchange.inject(*faults)
+    for _ in range(rng.randint(0, 2)):
+        place_decoy(exchange, rng, campaign)
+    aim = rng.randint(1, wakes)
+    before = len(placed)
+    async with connect(directory / "x.sock") as client:
+        for number in range(wakes):
+            correlation_id = f"c{index}-{number}"
+            campaign.wakes.append(correlation_id)
+            ack = await client.request(
+                make_wake(
+                    correlation_id,
+                    exchange_index=0,
+                    market_ticker=rng.choice(TICKERS),
+                    direction=rng.choice(("yes", "no")),
+                )
+            )
+            assert ack.status == "accepted", ack
+        if mode == "lookup":
+            with trio.move_on_after(LOOKUP_WAIT_S):
+                while UNKNOWN_LINE not in run.stderr.read_text(errors="replace"):  # noqa: ASYNC110 - its log file
+                    await trio.sleep(0.05)
+            await trio.sleep(rng.uniform(0.0, 0.5))
+        elif mode == "aimed":
+            with trio.move_on_after(ORDER_WAIT_S):
+                while len(placed) - before < aim:  # noqa: ASYNC110 - the fake's watcher
+                    await trio.sleep(0.0005)
+            # Mostly within the issue's 6 ms (the row was lost 9 times of 9 there).
+            await trio.sleep(rng.uniform(0.0, KILL_WINDOW_S) * rng.choice((0.5, 0.5, 1.0)))
+        else:
+            await trio.sleep(rng.uniform(0.0, 2.5))
 
 
 def read_table(db_path: Path) -> list[dict[str, Any]]:
@@ -386,10 +445,13 @@ async def test_sigkills_at_any_moment_leave_the_book_and_the_table_in_agreement(
         lambda event: placed.append(event) if event.kind == "placed" else None
     )
     campaign = Campaign()
+    stream_rng = random.Random(STREAM_SEED)
     started = trio.current_time()
     with trio.move_on_after(CAMPAIGN_S):
         while campaign.cycles < MAX_CYCLES:
-            await one_cycle(rng, campaign, fake_exchange, placed, short_dir, environment)
+            await one_cycle(
+                rng, campaign, fake_exchange, placed, short_dir, environment, stream_rng
+            )
             campaign.cycles += 1
             campaign.ended_s.append(round(trio.current_time() - started, 1))
 
@@ -397,6 +459,7 @@ async def test_sigkills_at_any_moment_leave_the_book_and_the_table_in_agreement(
     # (ABSENCE_MARGIN_MS after it): move the fake's clock on that far instead of sleeping, and
     # list without lag, as an exchange does once it has caught up.
     fake_exchange.listing_lag_s = 0.0
+    fake_exchange.stream.delay_s = 0.0
     exchange_now = fake_exchange.clock
     fake_exchange.clock = lambda: exchange_now() + ABSENCE_MARGIN_MS + 1_000
     last = await spawn(short_dir, environment, "final")
@@ -416,12 +479,26 @@ async def test_sigkills_at_any_moment_leave_the_book_and_the_table_in_agreement(
     assert campaign.decoys and campaign.decoys <= set(fake_exchange.book)
     ids = installation_ids(db_path)  # every order the executors sent carries the prefix
     assert all(ids.is_ours(key) for key in set(fake_exchange.book) - campaign.decoys)
-    replayed = unknown = 0
+    replayed = unknown = stream_downs = stream_news = 0
     for log in campaign.logs:
         for line in log.read_text(errors="replace").splitlines():
             if '"intent journal replayed"' in line:
                 replayed += json.loads(line)["replayed"]
             unknown += UNKNOWN_LINE in line
+            stream_downs += '"exchange stream down' in line
+            stream_news += '"resting order filled (stream)"' in line or "stream_order" in line
     assert campaign.kills["aimed"] >= 3
     assert replayed >= 1, "no kill landed in the window the journal exists for"
     assert unknown >= 1, "no lookup met the listing lag: the three answers were not exercised"
+    # The last executor's risk gate holds as filled what the exchange filled of our orders.
+    warm = [
+        json.loads(line)
+        for line in campaign.logs[-1].read_text(errors="replace").splitlines()
+        if '"risk gate warm"' in line
+    ]
+    ours_filled = sum(
+        order.filled for key, order in fake_exchange.book.items() if key not in campaign.decoys
+    )
+    assert [entry["fills"] for entry in warm] == [float(ours_filled)], campaign
+    assert fake_exchange.stream.lost, "the stream lost nothing"
+    assert stream_downs >= 1 and stream_news >= 1, (stream_downs, stream_news)

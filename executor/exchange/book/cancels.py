@@ -18,7 +18,8 @@ lookup fails, the averages are NULL rather than wrong. An entry with an ``error`
 cancelled, already filled, unknown) leaves the row as it was: whoever follows the order learns
 its end from the exchange.
 
-Knows nothing of telemetry: corrected rows go to an ``OrderRowSink``.
+Knows nothing of telemetry: each batch's corrected rows go to an ``OrderRowSink`` as the batch
+answers (the order ledger's keeper in the executor, which merges them forward only).
 """
 
 from __future__ import annotations
@@ -142,8 +143,9 @@ async def cancel_resting(
 
     Never raises for the exchange's sake: a batch that fails is logged and counted in ``failed``.
 
-    Cancellation: a batch cut short may have reached the exchange; its rows are left as they were,
-    for whoever follows the orders to learn their end.
+    Cancellation: the rows of every batch answered are written; a batch cut short may have
+    reached the exchange, and its rows are left as they were, for whoever follows the orders to
+    learn their end.
     """
     named = [row for row in rows if row.kalshi_order_id]
     unnamed = len(rows) - len(named)
@@ -159,16 +161,19 @@ async def cancel_resting(
             failed += len(batch)
             log.error("batch cancel failed", orders=len(batch), error=str(error))
             continue
+        ended: list[OrderRow] = []
         for row in batch:
             answer = answers.get(row.kalshi_order_id or "")
             outcome = _outcome(row, answer, reason)
             if outcome is None:
                 failed += 1
             else:
-                corrected.append(outcome)
-    corrected = await _complete_fills(writer, corrected)
-    for row in corrected:
-        await sink.record_order(row)
+                ended.append(outcome)
+        # Each batch's rows are written as it answers: a cut later (the exit's budget) leaves
+        # no order cancelled on the exchange with an open row.
+        for row in await _complete_fills(writer, ended):
+            await sink.record_order(row)
+            corrected.append(row)
     if rows:
         log.warning(
             "resting orders cancelled",

@@ -80,7 +80,8 @@ class BookGuard:
     Args:
         writer: signed writes and reads (the transport).
         reconciler: follows the resting orders (whose rows a cancel ends).
-        sink: where the cancelled rows go (telemetry).
+        sink: where the cancelled rows go (the order ledger's keeper, as the cancels' source:
+            it stops following an order its cancel ended and tells the risk gate of its fill).
         group: the order group, or None when there is none.
         kill_switch: the switch, or None.
         audit: the audit trail's state, or None (never unavailable).
@@ -208,25 +209,9 @@ class BookGuard:
     async def _cancel(self, rows: list[OrderRow], reason: str) -> None:
         if not rows:
             return
-        sink = _Settling(self._reconciler, self._sink)
-        report = await cancel_resting(self._writer, rows, sink, reason=reason)
+        report = await cancel_resting(self._writer, rows, self._sink, reason=reason)
         self.cancels_sent += report.sent
         self.cancels_failed += report.failed
-
-
-class _Settling:
-    """Hands a cancelled order's row on only after the reconciler stops following it, with no
-    checkpoint between: the stream's own report of the cancel, arriving while the row is queued,
-    then finds the order no longer followed and leaves the row to say why it ended."""
-
-    def __init__(self, reconciler: Reconciler, sink: OrderRowSink) -> None:
-        self._reconciler = reconciler
-        self._sink = sink
-
-    async def record_order(self, row: OrderRow, *, timeout_s: float = 2.0) -> None:
-        self._reconciler.followed.pop(row.client_order_id, None)
-        self._reconciler.follow(row)  # followed on only if it somehow still rests
-        await self._sink.record_order(row, timeout_s=timeout_s)
 
 
 async def create_run_group(exchange: ExchangeSettings, writer: BookWriter) -> OrderGroup | None:

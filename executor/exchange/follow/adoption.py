@@ -43,6 +43,7 @@ import structlog
 import trio
 
 from executor.clock import wall_ms
+from executor.exchange.follow.ledger_keeper import LedgerKeeper
 from executor.exchange.follow.lookup import (
     ExchangeOrder,
     list_orders,
@@ -51,6 +52,7 @@ from executor.exchange.follow.lookup import (
 from executor.exchange.follow.reconcile import MIN_TS_MARGIN_S, CollectedRows, OrderRowSink
 from executor.exchange.messages import ExchangeError
 from executor.exchange.protocols import SignedReader
+from executor.recording.audit_trail import AuditTransition
 from executor.recording.database import read_orders_fired
 from executor.recording.installation import ClientOrderIds, save_adopt_since
 from executor.recording.open_orders import LIVE_WINDOW_MS, write_corrections
@@ -243,6 +245,13 @@ class Adopter:
         """Ask for a pass as soon as :meth:`serve` can run one (e.g. an audit outage ended)."""
         self._due.set()
 
+    def hear_audit(self, transition: AuditTransition) -> None:
+        """An audit-trail transition (``AuditTrailState.on_change``): the end of an outage asks
+        for a pass (orders placed while rows could not be written get theirs). Never
+        checkpoints."""
+        if transition.available:
+            self.request_pass()
+
     def _min_ts_s(self, now_ms: int) -> int:
         """The listing's ``min_ts`` (seconds): the window's start less the clocks' margin, at
         most ``ADOPTION_LOOKBACK_MAX_MS`` back (a cut window is one warning per run)."""
@@ -361,15 +370,15 @@ async def adopt_at_startup(adopter: Adopter, db_path: Path) -> None:
         log.error("adopted row not written", row=row_fields(row), error=error)
 
 
-def tell_risk_gate(risk: AdoptedOrderRecorder | None, row: OrderRow) -> None:
-    """An order adopted while running, to the risk gate: an attempt and its fill, as of now (the
-    gate's windows count it from now: later than it was, never missed)."""
-    if risk is None:
-        return
-    now_ms = wall_ms()
-    count, price = float(row.count), float(row.price_dollars)
-    risk.record_attempt(row.ticker, row.outcome_side, int(count), price, now_ms, "")
-    risk.record_fill(row.ticker, float(row.fill_count or 0), now_ms, "")
+def take_adopted(keeper: LedgerKeeper, risk: AdoptedOrderRecorder | None, row: OrderRow) -> None:
+    """An order adopted while running: an attempt for the risk gate as of now (its windows count
+    it from now: later than it was, never missed), and the row to the order ledger, which tells
+    the gate of its fill once (an order the ledger knows already is not counted again) and follows
+    it while it rests."""
+    if risk is not None:
+        count, price = float(row.count), float(row.price_dollars)
+        risk.record_attempt(row.ticker, row.outcome_side, int(count), price, wall_ms(), "")
+    keeper.track(row, counted=False, follow=True)
 
 
 __all__ = [
@@ -382,5 +391,5 @@ __all__ = [
     "adopt_at_startup",
     "adopted_row",
     "rows_present",
-    "tell_risk_gate",
+    "take_adopted",
 ]

@@ -80,6 +80,13 @@ class FollowedOrders(MutableMapping[str, OrderRow]):
         """The exchange has the order and it may still change: ask at every poll."""
         self._orders[row.client_order_id] = Followed(row, cause)
 
+    def replace_row(self, row: OrderRow, cause: str | None) -> None:
+        """A followed order's row moved on and its outcome is still unknown: its backoff stands
+        (its cause too, unless a new one is given)."""
+        followed = self._orders[row.client_order_id]
+        followed.row = row
+        followed.cause = cause or followed.cause
+
     def unknown(self, row: OrderRow, cause: str | None) -> None:
         """A lookup ended unknown: follow the order (its row as given) and back off once more."""
         previous = self._orders.get(row.client_order_id)

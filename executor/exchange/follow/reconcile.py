@@ -9,7 +9,7 @@ re-sent: a late order is worse than none. Three callers:
   written, a connection lost after sending, a 5xx on the last attempt, a 409 "already exists", a
   2xx without an order): :meth:`Reconciler.resolve` looks the order up, up to
   ``RECONCILE_TRIES`` times over a few seconds (an order just sent may not be listed yet), and
-  the fire continues with the truth (its fill goes to the risk gate);
+  the fire continues with the truth (the ledger tells the risk gate of its fill);
 - start-up, before the socket is published: :meth:`Reconciler.reconcile_at_startup` takes the
   rows earlier runs left open (``executor.recording.open_orders``), so the risk gate's warm start
   reads a corrected table, and logs one summary line; a row sent in the last
@@ -28,13 +28,15 @@ exchange has no such order after: {cause}"); otherwise **unknown** (not listed y
 exchange could not be asked): the row is left open and followed, and every start-up asks again.
 Counted in ``reconciled`` / ``reconcile_failed`` (absent) / ``lookups_unknown``.
 
-With a :attr:`Reconciler.feed` (the exchange's stream, ``executor.exchange.stream.orders``), an
-order the stream has already reported is taken as found without a lookup, and a wait between two
-tries ends as soon as the stream reports one of them; :meth:`Reconciler.update` takes a followed
-order's news from the stream.
+With a feed (the exchange's stream, ``executor.exchange.stream.orders``), an order the stream has
+already reported is taken as found without a lookup, and a wait between two tries ends as soon as
+the stream reports one of them; :meth:`Reconciler.update` takes a followed order's news from the
+stream.
 
-Knows nothing of telemetry or the risk gate: rows go to an :class:`OrderRowSink`, fills to a
-:class:`FillRecorder` (``executor.exchange.follow.reconcile_terms`` has these and the other terms).
+What a lookup learns is an observation handed to the order ledger's keeper
+(``executor.exchange.follow.ledger_keeper``), never a row built from a copy read before the
+lookup's awaits: the keeper merges it forward only, writes the row and tells the risk gate of new
+fill, once. Knows nothing of telemetry or the risk gate itself.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ import trio
 
 from executor.clock import wall_ms
 from executor.exchange.follow.follow_up import FollowedOrders
+from executor.exchange.follow.ledger import Observation, Source
+from executor.exchange.follow.ledger_keeper import LedgerKeeper
 from executor.exchange.follow.lookup import (
     ExchangeOrder,
 )
@@ -76,7 +80,7 @@ from executor.recording.order_terms import (
     is_open,
     startup_cause,
 )
-from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
+from executor.recording.rows import OrderRow, OrderStatus
 
 log = structlog.get_logger()
 
@@ -93,20 +97,15 @@ SETTLED_AFTER_MS: Final = 30_000
 listed it if it has it. Younger rows get the full tries."""
 
 
-def _filled(row: OrderRow) -> float:
-    try:
-        return float(row.fill_count or "0")
-    except ValueError:
-        return 0.0
-
-
 class Reconciler:
     """Looks orders up on the exchange and corrects their rows; follows every open order.
 
     Args:
         reader: signed GETs (the transport).
-        sink: where corrected rows are queued.
-        fills: told of fills learned while following orders on the book (the risk gate), or None.
+        sink: where corrected rows are queued (when no ``keeper`` is given).
+        fills: told of fills learned while following orders (the risk gate; when no ``keeper``).
+        keeper: the order ledger's keeper (None: one of its own over ``sink`` and ``fills``).
+        feed: orders the exchange told of unasked (the stream), taken before asking, or None.
         delays_s: waits between tries (None: ``RECONCILE_DELAYS_S``, read when made).
         clock: wall-clock ms.
     """
@@ -117,22 +116,25 @@ class Reconciler:
         sink: OrderRowSink,
         *,
         fills: FillRecorder | None = None,
+        keeper: LedgerKeeper | None = None,
+        feed: OrderFeed | None = None,
         delays_s: Sequence[float] | None = None,
         clock: Callable[[], int] = wall_ms,
     ) -> None:
         self._reader = reader
-        self.sink = sink
-        self.fills = fills
+        self.keeper = keeper or LedgerKeeper(sink, fills=fills, clock=clock)
+        self.feed = feed
         self._delays_s = tuple(RECONCILE_DELAYS_S if delays_s is None else delays_s)
         self._clock = clock
         self.reconciled = 0
         self.reconcile_failed = 0
         self.lookups_unknown = 0
         """Lookups (one per order per call, whatever its tries) that ended unknown."""
-        self.followed = FollowedOrders()
-        """Every open order, by id (its row; cause and backoff beside it)."""
-        self.feed: OrderFeed | None = None
-        """Orders the exchange told of unasked (the stream), taken before asking again."""
+
+    @property
+    def followed(self) -> FollowedOrders:
+        """Every open order, by id (its row; cause and backoff beside it): the ledger's."""
+        return self.keeper.followed
 
     @property
     def orders_open(self) -> int:
@@ -148,23 +150,21 @@ class Reconciler:
         """Follow ``row``'s order with the account poll if it is not final (:func:`is_open`): it
         may rest, it was answered without a fill count, its outcome is unknown. An ``error`` row
         is followed with its cause (given, or read from its marker), so a later find says so."""
-        if not is_open(row):
-            return
-        if cause is None and row.status is OrderStatus.ERROR:
+        if cause is None and row.status is OrderStatus.ERROR and is_open(row):
             cause = startup_cause(row)
-        self.followed.found(row, cause)
+        self.keeper.track(row, follow=True, cause=cause)
 
     async def resolve(self, row: OrderRow, cause: str) -> Resolution:
         """Look one order up with every try (the dispatcher's call after an ambiguous failure).
 
         An unknown verdict leaves the row as it was and follows it (the account poll asks again).
-        A fill found is the fire's to tell the risk gate (it is not told here).
+        A fill found goes to the risk gate through the ledger (the fire does not tell it).
 
         Cancellation: a lookup cut short leaves the row as it was (``error``, outcome unknown),
         for the next start-up to resolve.
         """
         (resolution,) = await self.reconcile(
-            [Unresolved(row, cause)], tries=RECONCILE_TRIES, tell_fills=False
+            [Unresolved(row, cause)], tries=RECONCILE_TRIES
         )
         return resolution
 
@@ -184,10 +184,13 @@ class Reconciler:
 
         Each try reads the exchange's data timestamp, then the listing; an order is done once
         found or known absent, and an error on one try is forgotten when a later one answers.
-        ``tell_fills``: a resting order's new fills go to :attr:`fills` (not at start-up, where
-        the warm start reads them from the corrected rows). ``sink`` replaces the reconciler's
-        own for these rows. Returns one :class:`Resolution` per order, in the order given.
+        ``tell_fills``: new fills go to the risk gate (not at start-up, where the warm start
+        reads them from the corrected rows). ``sink`` replaces the keeper's for these rows.
+        Returns one :class:`Resolution` per order, in the order given.
         """
+        for order in orders:
+            if order.row.client_order_id not in self.keeper.ledger:
+                self.keeper.track(order.row)  # counted: its fill so far is the gate's already
         budget = {
             order.row.client_order_id: max(1, tries if order.tries is None else order.tries)
             for order in orders
@@ -210,7 +213,7 @@ class Reconciler:
             if pending:
                 await ask_once(self._reader, pending, answers, self._clock())
             attempt += 1
-        writes_to = sink or self.sink
+        writes_to = sink or self.keeper.sink
         return [await self._conclude(order, answers, tell_fills, writes_to) for order in orders]
 
     async def reconcile_at_startup(
@@ -269,16 +272,19 @@ class Reconciler:
                 error=unanswered[0].error,
             )
 
-    async def update(self, exchange_order: ExchangeOrder) -> bool:
-        """A followed order's news from elsewhere (the stream): its row and the risk gate follow,
-        as after a poll (an order of unknown outcome is reconciled with its cause). False
-        (nothing done) for an order not followed."""
+    async def update(self, exchange_order: ExchangeOrder, ts_ms: int | None = None) -> bool:
+        """A followed order's news from elsewhere (the stream, said at ``ts_ms`` by the exchange):
+        merged through the ledger as after a poll (an order of unknown outcome is reconciled with
+        its cause). False when it changed nothing (or the order is not followed)."""
         key = exchange_order.client_order_id
         row = self.followed.get(key)
         if row is None:
             return False
-        await self._found(row, self.followed.cause_of(key), exchange_order, True, self.sink)
-        return True
+        cause = self.followed.cause_of(key)
+        resolution = await self._found(
+            row, cause, exchange_order, True, self.keeper.sink, Source.STREAM_ORDER, ts_ms
+        )
+        return resolution.row != row  # no checkpoint between reading it and the merge
 
     async def _conclude(
         self, order: Unresolved, answers: Answers, tell_fills: bool, sink: OrderRowSink
@@ -291,24 +297,25 @@ class Reconciler:
             return await self._found(row, cause, exchange_order, tell_fills, sink)
         fields = {"client_order_id": key, "ticker": row.ticker, "cause": cause}
         if key in answers.absent:
-            self.followed.drop(key)
             if cause is None:
+                self.keeper.ledger.forget(key)
                 log.warning("followed order gone from the exchange: no longer followed", **fields)
                 return Resolution(row, Verdict.ABSENT)
-            absent = dataclasses.replace(
-                row,
-                kind=OrderRowKind.RESOLUTION,
-                status=OrderStatus.ERROR,
+            said = Observation(
+                key,
+                Source.LOOKUP,
+                OrderStatus.ERROR,
                 error_message=f"{NO_SUCH_ORDER_PREFIX}{cause}",
             )
-            if absent != row:  # a row found absent before and asked again stays as it is
+            change = await self.keeper.observe(said, sink=sink)
+            self.followed.drop(key)
+            if change.row is not None:  # a row found absent before and asked again stays
                 self.reconcile_failed += 1
-                await sink.record_order(absent)
                 log.warning("reconcile failed: the exchange has no such order", **fields)
-            return Resolution(absent, Verdict.ABSENT)
+            return Resolution(self.keeper.row(key) or change.row or row, Verdict.ABSENT)
         error = answers.errors.get(key)
         self.lookups_unknown += 1
-        self.followed.unknown(row, cause)
+        row = self.keeper.unknown(row, cause) or row
         if cause is not None and error is not None:
             log.error("order lookup unanswered: outcome still unknown", error=error, **fields)
         elif cause is not None:
@@ -322,44 +329,50 @@ class Reconciler:
         exchange_order: ExchangeOrder,
         tell_fills: bool,
         sink: OrderRowSink,
+        source: Source = Source.LOOKUP,
+        ts_ms: int | None = None,
     ) -> Resolution:
-        corrected = dataclasses.replace(
-            row,
-            kind=OrderRowKind.RESOLUTION,
-            kalshi_order_id=exchange_order.order_id,
-            status=exchange_order.status,
-            error_message=row.error_message if cause is None else f"{RECONCILED_PREFIX}{cause}",
+        """Hand the exchange's word on ``row``'s order to the ledger; the row as it now stands.
+
+        ``row`` is only the order's identity here: what is written is the ledger's merge, so a
+        lookup read before the stream's newer word cannot take the row back.
+        """
+        key = row.client_order_id
+        said = Observation(
+            key,
+            source,
+            exchange_order.status,
             fill_count=exchange_order.fill_count,
             remaining_count=exchange_order.remaining_count,
+            kalshi_order_id=exchange_order.order_id,
             average_fill_price=exchange_order.average_fill_price,
             average_fee_paid=exchange_order.average_fee_paid,
+            exchange_ts_ms=self._clock() if ts_ms is None else ts_ms,
+            error_message=None if cause is None else f"{RECONCILED_PREFIX}{cause}",
+            counted=not tell_fills,
         )
+        change = await self.keeper.observe(said, follow=exchange_order.resting, sink=sink)
+        current = change.row or self.keeper.row(key) or row
+        if change.row is None:
+            return Resolution(current, Verdict.FOUND, exchange_order)
         fields = {
-            "client_order_id": row.client_order_id,
+            "client_order_id": key,
             "ticker": row.ticker,
-            "status": str(exchange_order.status),
-            "fill_count": exchange_order.fill_count,
-            "kalshi_order_id": exchange_order.order_id,
+            "status": str(current.status),
+            "fill_count": current.fill_count,
+            "kalshi_order_id": current.kalshi_order_id,
         }
-        if exchange_order.resting:
-            self.followed.found(corrected, None)
-        else:
-            self.followed.drop(row.client_order_id)
-        added = exchange_order.filled - _filled(row)
-        if added > 0 and tell_fills and self.fills is not None and corrected != row:
-            self.fills.record_fill(row.ticker, added, self._clock(), row.correlation_group or "")
         if cause is not None:
             self.reconciled += 1
-            await sink.record_order(corrected)
             log.warning("order reconciled with the exchange", cause=cause, **fields)
-        elif corrected != row:
-            await sink.record_order(corrected)
+        else:
             log.info(
                 "resting order updated",
                 exchange_status=exchange_order.exchange_status,
+                source=str(source),
                 **fields,
             )
-        return Resolution(corrected, Verdict.FOUND, exchange_order)
+        return Resolution(current, Verdict.FOUND, exchange_order)
 
 
 __all__ = [

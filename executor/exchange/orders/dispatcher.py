@@ -3,8 +3,11 @@
 The decision (``executor.decide.decision``) has already passed the production guard, the kill
 switch and the risk gate. :meth:`OrderDispatcher.execute` places a real order and keeps the risk
 gate's books through the order's :class:`~executor.decide.decision.RiskTicket` (attempt and
-in-flight count before the send, the fill after it, the in-flight count back down whatever
-happened); :meth:`OrderDispatcher.record_rejected` writes a refusal's ``rejected`` row.
+in-flight count before the send, the in-flight count back down whatever happened);
+:meth:`OrderDispatcher.record_rejected` writes a refusal's ``rejected`` row. With a reconciler the
+order is known to the order ledger from its ``pending`` row on, its answer is one observation
+among the others (``executor.exchange.follow.ledger``), and the ledger, not the ticket, tells the
+risk gate of its fill, once whoever saw it first.
 
 A real fire: mint a ``client_order_id``, queue the ``pending`` row without waiting, build the body
 from the template, hand it to the transport, read the status from the response, and queue the
@@ -44,6 +47,7 @@ book, or answered without a fill count) is handed to the reconciler to be follow
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Final
 
 import structlog
@@ -52,6 +56,7 @@ import trio
 from executor.clock import stamp_ns, wall_ms
 from executor.decide.decision import Order
 from executor.decide.order_request import FireRequest
+from executor.exchange.follow.ledger import observed_row
 from executor.exchange.follow.reconcile import Reconciler
 from executor.exchange.messages import (
     ExchangeAmbiguous,
@@ -179,9 +184,12 @@ class OrderDispatcher:
             if order.ticket is not None:
                 order.ticket.sending()
             if recorded:
-                self.sink.record_pending(
-                    order_row(prepared, self.policy, OrderRowKind.PENDING, started.requested_at_ms)
+                pending = order_row(
+                    prepared, self.policy, OrderRowKind.PENDING, started.requested_at_ms
                 )
+                self.sink.record_pending(pending)
+                if self.reconciler is not None:  # the ledger hears of every fill from now on
+                    self.reconciler.keeper.track(pending, counted=False)
             self.ids.draw_ahead()
         return started
 
@@ -197,8 +205,8 @@ class OrderDispatcher:
         ticket = started.order.ticket
         try:
             result = await self._dispatch_started(started)
-            if ticket is not None:
-                ticket.filled(result.fill_count)
+            if ticket is not None and self.reconciler is None:
+                ticket.filled(result.fill_count)  # else the ledger told the gate, once
         finally:
             if ticket is not None:
                 ticket.finished()
@@ -224,7 +232,7 @@ class OrderDispatcher:
     async def _dispatch_started(self, started: StartedOrder) -> DispatchResult:
         stamps = started.stamps
         try:
-            result, row = await self._send_and_resolve(started)
+            result = await self._send_and_resolve(started)
         except ExchangeError as error:
             if self.reconciler is None or not _outcome_unknown(error, stamps.order):
                 raise
@@ -235,12 +243,10 @@ class OrderDispatcher:
             if resolution.order is None:
                 raise
             return DispatchResult(resolution.order.status, resolution.order.filled)
-        if self.reconciler is not None:
-            self.reconciler.follow(row)
         return result
 
-    async def _send_and_resolve(self, started: StartedOrder) -> tuple[DispatchResult, OrderRow]:
-        """Send, then queue the resolution row whatever happened; the result and that row."""
+    async def _send_and_resolve(self, started: StartedOrder) -> DispatchResult:
+        """Send, then queue the resolution row whatever happened; the result."""
         prepared, stamps = started.prepared, started.stamps
         response: dict[str, Any] = {}
         status = OrderStatus.ERROR
@@ -278,9 +284,21 @@ class OrderDispatcher:
             )
             stamps.resolution = row
             with trio.move_on_after(RESOLUTION_TIMEOUT_S, shield=True):
-                await self.sink.record_order(row, timeout_s=RESOLUTION_TIMEOUT_S)
+                await self._record_answer(row, stamps.engine_ts_ms)
         fill_count = parse_fill_count(order_payload(response).get("fill_count"))
-        return DispatchResult(status, fill_count), row
+        return DispatchResult(status, fill_count)
+
+    async def _record_answer(self, row: OrderRow, engine_ts_ms: int | None) -> None:
+        """The answer's row, through the ledger when there is one (it merges the answer with
+        whatever the stream said first, follows an open order and tells the risk gate of the
+        fill); else straight to the sink."""
+        if self.reconciler is None:
+            await self.sink.record_order(row, timeout_s=RESOLUTION_TIMEOUT_S)
+            return
+        answer = dataclasses.replace(observed_row(row), exchange_ts_ms=engine_ts_ms)
+        await self.reconciler.keeper.observe(
+            answer, follow=True, sink=self.sink, timeout_s=RESOLUTION_TIMEOUT_S
+        )
 
     def _record_intent(self, pending: RecordFields) -> None:
         """``pending`` to the intent journal, before the first byte; IntentNotRecorded if not."""

@@ -273,11 +273,11 @@ async def serve_stream(
     while True:
         try:
             await _connection(endpoint, orders, state)
-        except (StreamDown, ConnectionClosed, HandshakeError, StreamMessageError) as error:
-            reason = str(error) or repr(error)
         except Exception as error:  # a bug here must not end the stream for good
-            reason = repr(error)
-            log.exception("exchange stream failed")
+            routine = routine_end(error)
+            reason = repr(error) if routine is None else routine
+            if routine is None:
+                log.exception("exchange stream failed")
         else:
             reason = "closed"
         trusted = orders.trusted
@@ -293,6 +293,26 @@ async def serve_stream(
             retry_in_s=round(delay_s, 3),
         )
         await trio.sleep(delay_s)
+
+
+ROUTINE_ENDS: Final = (StreamDown, ConnectionClosed, HandshakeError, StreamMessageError)
+"""How a connection ends in the ordinary run of things (one reconnect line, no traceback)."""
+
+
+def routine_end(error: Exception) -> str | None:
+    """Why a connection ended, when it ended the ordinary way: one of :data:`ROUTINE_ENDS`, or a
+    group of nothing else (a failure inside the connection's nurseries leaves them as an
+    ``ExceptionGroup``); None for anything else (a bug, logged with its traceback)."""
+    if isinstance(error, ROUTINE_ENDS):
+        return str(error) or repr(error)
+    if isinstance(error, BaseExceptionGroup):
+        routine, rest = error.split(ROUTINE_ENDS)
+        if rest is None and routine is not None:
+            first: BaseException = routine
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            return str(first) or repr(first)
+    return None
 
 
 def reconnect_delay_s(failures_in_a_row: int, jitter: float) -> float:
@@ -330,6 +350,7 @@ __all__ = [
     "open_stream",
     "poll_unless_streaming",
     "reconnect_delay_s",
+    "routine_end",
     "serve_stream",
     "stream_url_of",
     "subscribe",

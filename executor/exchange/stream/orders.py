@@ -6,23 +6,27 @@ The stream (``executor.exchange.stream.client``) hands every message it reads to
 orders answered without a fill count, and orders of unknown outcome); every other order's outcome
 came with its own response.
 
+Both kinds are observations handed to the order ledger (``executor.exchange.follow.ledger``),
+which merges them forward only, writes the row and tells the risk gate, once per contract:
+
 - A ``user_order`` message carries the order's totals, so it is applied as a lookup's answer
-  would be (:meth:`~executor.exchange.follow.reconcile.Reconciler.update`: the row, and the risk
-  gate told of the contracts it did not know of), and only forward: a total below what the row
-  holds, for an order still resting, is an older message and changes nothing.
+  would be (:meth:`~executor.exchange.follow.reconcile.Reconciler.update`), dated by its
+  ``ts_ms``: an older total than the row's changes nothing and never lowers the fill fence.
 - A ``fill`` message carries one execution: a *maker* fill of a followed order (it rested and
   was taken) adds its contracts to the row and to the risk gate at once. A taker fill happened as
   the order arrived and is in the order's own response. A fill is already counted, and skipped,
-  when the engine's time of it (``ts_ms``) is no later than the last ``user_order`` total applied
-  to the order or than the end of the reconciliation that made the stream trusted: both cover it.
-  So a fill is never counted twice; one skipped wrongly is brought by the order's next total.
-  An order of unknown outcome takes no single fill: its ``user_order`` total (or its lookup)
-  reconciles the row whole, with its cause, and tells the risk gate of every contract.
-- A ``user_order`` message for an order not followed is kept (the last :data:`RECENT_ORDERS`):
-  a lookup waiting on that order takes it instead of asking again (:meth:`known`, :meth:`wait`,
-  the reconciler's :class:`~executor.exchange.follow.reconcile_terms.OrderFeed`), and an order
+  when the engine's time of it (``ts_ms``) is no later than the last total the ledger applied to
+  the order (a ``user_order``, a lookup, the answer) or than the end of the reconciliation that
+  made the stream trusted, or when its trade was applied already. So a fill is never counted
+  twice; one skipped wrongly is brought by the order's next total. An order of unknown outcome
+  takes no single fill: its ``user_order`` total (or its lookup) reconciles the row whole, with
+  its cause, and tells the risk gate of every contract. A fill may name its order by the
+  exchange's ``order_id`` only.
+- A ``user_order`` message for an order not followed is kept (:class:`StreamFeed`, the last
+  :data:`RECENT_ORDERS`): a lookup waiting on that order takes it instead of asking again (the
+  reconciler's :class:`~executor.exchange.follow.reconcile_terms.OrderFeed`), and an order
   followed after its message came (a fill between the exchange's answer and the dispatcher reading
-  it) is caught up by :meth:`catch_up`.
+  it) is caught up by :meth:`StreamedOrders.catch_up`, which one task at a time runs.
 
 Every row the stream changes leaves a ``stream_row`` latency row ([ours]): ``started_at_ms`` is
 the exchange's ``ts_ms`` of the change, ``ended_at_ms`` when the row was handed to telemetry, so
@@ -36,7 +40,6 @@ import dataclasses
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection
-from decimal import Decimal
 from typing import Final, Protocol
 
 import orjson
@@ -44,6 +47,7 @@ import structlog
 import trio
 
 from executor.clock import wall_ms
+from executor.exchange.follow.ledger import Observation, Source, single_fill
 from executor.exchange.follow.lookup import ExchangeOrder
 from executor.exchange.follow.reconcile import Reconciler
 from executor.exchange.stream.messages import (
@@ -54,7 +58,6 @@ from executor.exchange.stream.messages import (
     StreamRefusal,
     Subscribed,
 )
-from executor.recording.order_terms import rests
 from executor.recording.rows import (
     LatencyRow,
     OrderRow,
@@ -70,10 +73,6 @@ RECENT_ORDERS: Final = 1000
 """``user_order`` states kept for orders not followed (an order's few hundred bytes each): far
 more than the orders a lookup can be waiting on at once (the risk gate allows 2 in flight)."""
 
-_AVERAGE_DECIMALS: Final = Decimal("0.0001")
-"""Averages are written with 4 decimals, as the order response's fixed-point dollars are."""
-
-
 class StreamSink(Protocol):
     """The part of ``executor.telemetry.Telemetry`` the stream writes to."""
 
@@ -82,11 +81,19 @@ class StreamSink(Protocol):
     async def record_order(self, row: OrderRow, *, timeout_s: float = ...) -> None: ...
 
 
-def _decimal(text: str | None) -> Decimal:
-    try:
-        return Decimal(text or "0")
-    except ArithmeticError:
-        return Decimal(0)
+def fill_observation(client_order_id: str, fill: StreamFill) -> Observation:
+    """A ``fill`` message as the ledger's observation of one execution of the order."""
+    return Observation(
+        client_order_id,
+        Source.STREAM_FILL,
+        OrderStatus.FILLED,
+        kalshi_order_id=fill.order_id,
+        exchange_ts_ms=fill.ts_ms,
+        trade_id=fill.trade_id,
+        fill_added=fill.contracts,
+        fill_price=fill.yes_price,
+        fill_fee=fill.fee,
+    )
 
 
 def filled_row(row: OrderRow, fill: StreamFill) -> OrderRow:
@@ -95,40 +102,56 @@ def filled_row(row: OrderRow, fill: StreamFill) -> OrderRow:
     The averages are on the YES side per contract (the order response's terms), fees per
     contract; the exchange's order id is taken from the fill when the row has none.
     """
-    before = _decimal(row.fill_count)
-    after = before + fill.contracts
-    remaining = _decimal(row.remaining_count if row.remaining_count else row.count)
-    price = (_decimal(row.average_fill_price) * before + fill.yes_price * fill.contracts) / after
-    fee = (_decimal(row.average_fee_paid) * before + fill.fee) / after
-    return dataclasses.replace(
-        row,
-        kind=OrderRowKind.RESOLUTION,
-        kalshi_order_id=row.kalshi_order_id or fill.order_id,
-        status=OrderStatus.FILLED,
-        fill_count=f"{after:.2f}",
-        remaining_count=f"{max(remaining - fill.contracts, Decimal(0)):.2f}",
-        average_fill_price=str(price.quantize(_AVERAGE_DECIMALS)),
-        average_fee_paid=str(fee.quantize(_AVERAGE_DECIMALS)),
-    )
+    updated = single_fill(row, fill_observation(row.client_order_id, fill))
+    return dataclasses.replace(updated, kind=OrderRowKind.RESOLUTION)
 
 
-def _news(row: OrderRow, order: ExchangeOrder) -> bool:
-    """Whether a ``user_order`` total says more than ``row``: more filled, a final status, or the
-    exchange's id for a row that lacks it."""
-    held = _decimal(row.fill_count)
-    return (
-        Decimal(order.fill_count) > held
-        or not order.resting
-        or (row.kalshi_order_id is None and Decimal(order.fill_count) >= held)
-    )
+class StreamFeed:
+    """``user_order`` states of orders not followed, kept for a lookup that waits on them (the
+    reconciler's :class:`~executor.exchange.follow.reconcile_terms.OrderFeed`)."""
+
+    def __init__(self) -> None:
+        self._recent: OrderedDict[str, StreamOrder] = OrderedDict()
+        self._arrived = trio.Event()
+
+    def known(self, client_order_id: str) -> ExchangeOrder | None:
+        """The last state the stream reported of an order not followed, if any."""
+        message = self._recent.get(client_order_id)
+        return None if message is None else message.order
+
+    async def wait(self, client_order_ids: Collection[str], seconds: float) -> None:
+        """Wait ``seconds``, or less if the stream reports one of ``client_order_ids``."""
+        with trio.move_on_after(seconds):
+            while not any(known in self._recent for known in client_order_ids):
+                await self._arrived.wait()
+
+    def keep(self, message: StreamOrder) -> None:
+        """Keep ``message`` (the oldest kept goes beyond :data:`RECENT_ORDERS`); wake waiters."""
+        key = message.order.client_order_id
+        self._recent[key] = message
+        self._recent.move_to_end(key)
+        while len(self._recent) > RECENT_ORDERS:
+            self._recent.popitem(last=False)
+        self._arrived.set()
+        self._arrived = trio.Event()
+
+    def take(self, wanted: Collection[str]) -> list[StreamOrder]:
+        """Remove and return the kept messages of ``wanted`` orders."""
+        return [self._recent.pop(key) for key in list(self._recent) if key in wanted]
+
+    def clear(self) -> None:
+        """Forget everything kept (the stream is down: a lookup must ask again)."""
+        self._recent.clear()
 
 
 class StreamedOrders:
     """Applies the stream's messages (module docstring); the reconciler's :class:`OrderFeed`.
 
     Args:
-        reconciler: follows the orders the stream may change (its ``fills`` is the risk gate).
-        sink: where ``stream_row`` rows go (the corrected order rows go through the reconciler's).
+        reconciler: follows the orders the stream may change (its keeper owns their rows).
+        sink: where ``stream_row`` rows go (the order rows go through the ledger's keeper).
+        feed: where messages of orders not followed are kept (None: one of its own; the
+            reconciler is given the same one).
         clock_ms: wall-clock ms, fractional (the lag's end).
     """
 
@@ -137,9 +160,11 @@ class StreamedOrders:
         reconciler: Reconciler,
         sink: StreamSink,
         *,
+        feed: StreamFeed | None = None,
         clock_ms: Callable[[], float] = lambda: time.time_ns() / 1_000_000,
     ) -> None:
         self.reconciler = reconciler
+        self.feed = feed or StreamFeed()
         self._sink = sink
         self._clock_ms = clock_ms
         self.trusted = False
@@ -156,21 +181,17 @@ class StreamedOrders:
         self.last_lag_ms: float | None = None
         """The last stream-to-row lag (ms; the exchange's clock to ours)."""
         self._trusted_since_ms = 0
-        self._as_of_ms: dict[str, int] = {}
-        self._recent: OrderedDict[str, ExchangeOrder] = OrderedDict()
-        self._arrived = trio.Event()
+        self._catching_up = trio.Lock()
 
     # ------------------------------------------------------------ the reconciler's feed
 
     def known(self, client_order_id: str) -> ExchangeOrder | None:
         """The last state the stream reported of an order not followed, if any."""
-        return self._recent.get(client_order_id)
+        return self.feed.known(client_order_id)
 
     async def wait(self, client_order_ids: Collection[str], seconds: float) -> None:
         """Wait ``seconds``, or less if the stream reports one of ``client_order_ids``."""
-        with trio.move_on_after(seconds):
-            while not any(known in self._recent for known in client_order_ids):
-                await self._arrived.wait()
+        await self.feed.wait(client_order_ids, seconds)
 
     # ------------------------------------------------------------ connection life
 
@@ -178,8 +199,7 @@ class StreamedOrders:
         """The stream is down (or not yet reconciled): forget what it said of orders not
         followed (a lookup must ask again) and count no fill until the next reconciliation."""
         self.trusted = False
-        self._recent.clear()
-        self._as_of_ms.clear()
+        self.feed.clear()
 
     async def reconcile_followed(self) -> bool:
         """Look every followed order up once (rows and the risk gate follow), then trust the
@@ -214,28 +234,23 @@ class StreamedOrders:
             self.other_messages += 1
 
     async def catch_up(self) -> None:
-        """Apply kept ``user_order`` states of orders followed since their message came."""
-        for client_order_id in [c for c in self._recent if c in self.reconciler.followed]:
-            order = self._recent.pop(client_order_id)
-            await self._order(StreamOrder(order, self._as_of_ms.get(client_order_id, 0)))
+        """Apply kept ``user_order`` states of orders followed since their message came.
+
+        One task at a time (the reader and the keep-alive both call it): each kept message is
+        taken before the first await, so none is applied twice or looked for after it went.
+        """
+        async with self._catching_up:
+            for message in self.feed.take(self.reconciler.followed):
+                await self._order(message)
 
     async def _order(self, message: StreamOrder) -> None:
         order = message.order
         row = self.reconciler.followed.get(order.client_order_id)
         if row is None:
-            self._recent[order.client_order_id] = order
-            self._recent.move_to_end(order.client_order_id)
-            while len(self._recent) > RECENT_ORDERS:
-                self._recent.popitem(last=False)
-            self._arrived.set()
-            self._arrived = trio.Event()
+            self.feed.keep(message)
             return
-        self._as_of_ms[order.client_order_id] = max(
-            message.ts_ms, self._as_of_ms.get(order.client_order_id, 0)
-        )
-        if not _news(row, order):
+        if not await self.reconciler.update(order, message.ts_ms):
             return
-        await self.reconciler.update(order)
         queued_ms = self._clock_ms()
         self.orders_applied += 1
         self._lag_row(row, message.ts_ms, "user_orders", queued_ms)
@@ -253,20 +268,13 @@ class StreamedOrders:
         row = followed.get(fill.client_order_id or "") or self._followed_by_order_id(fill.order_id)
         if row is None or followed.cause_of(row.client_order_id) is not None:
             return  # an order of unknown outcome: its lookup (or a user_order) settles it whole
-        covered_to = max(self._as_of_ms.get(row.client_order_id, 0), self._trusted_since_ms)
-        if fill.ts_ms <= covered_to:
-            return
-        updated = filled_row(row, fill)
-        await self.reconciler.sink.record_order(updated)
+        if fill.ts_ms <= self._trusted_since_ms:
+            return  # the reconciliation that made the stream trusted covers it
+        change = await self.reconciler.keeper.observe(fill_observation(row.client_order_id, fill))
+        if change.row is None:
+            return  # covered by a total the ledger applied, or this trade came before
+        updated = change.row
         queued_ms = self._clock_ms()  # the lag ends here, not after the bookkeeping and the log
-        if rests(updated):
-            followed[row.client_order_id] = updated
-        else:
-            followed.pop(row.client_order_id, None)
-        if self.reconciler.fills is not None:
-            self.reconciler.fills.record_fill(
-                row.ticker, float(fill.contracts), wall_ms(), row.correlation_group or ""
-            )
         self.fills_applied += 1
         log.info(
             "resting order filled (stream)",
