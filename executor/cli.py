@@ -1,4 +1,4 @@
-"""The ``executor`` command line: serve, killswitch, stats, orders and ``--version``."""
+"""The ``executor`` command line: serve, killswitch, group, stats, orders and ``--version``."""
 
 from __future__ import annotations
 
@@ -255,6 +255,11 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     commands.add_parser(
+        "group",
+        help="reset the order group after the exchange triggered it (see: executor group --help)",
+        add_help=False,
+    )
+    commands.add_parser(
         "stats",
         help="summarise a telemetry database, read-only (see: executor stats --help)",
         add_help=False,
@@ -374,6 +379,10 @@ def main(argv: list[str] | None = None) -> int:
         from executor.trading.kill_command import ExchangeKillCommand, killswitch_main
 
         return killswitch_main(argv[1:], ExchangeKillCommand())
+    if argv[:1] == ["group"]:
+        from executor.trading.group_command import group_main
+
+        return group_main(argv[1:])
     if argv[:1] == ["stats"]:
         from executor.stats.command import stats_main  # only the stats command pays for its imports
 

@@ -9,13 +9,15 @@ writes one) or an :class:`Order` to place, real or shadow. The order in which th
 - with an exchange, a real fire: the price checks, sizing, the audit trail (while order rows
   cannot be written, ``audit trail unavailable``: its would-be ``rejected`` row is logged, not
   written), the volume refusal (below one contract; its row carries the fixed count), the kill
-  switch, the risk gate, the production guard;
+  switch, the exchange's own halts (its trigger of the order group, then a pause), the risk gate,
+  the production guard;
 - with an exchange, a shadow fire: the snap (a price that cannot be snapped is refused), the fixed
   count, the production guard. Shadow fires never read the kill switch or the risk gate.
 
 Refusals after the snap of a real fire with an exchange carry their request, and their reason is
-the ``rejected`` row's ``error_message`` (``kill switch engaged: ...``, ``risk gate: ...``); a price
-or production refusal writes no row. Without an exchange the kill switch's reason is its own text.
+the ``rejected`` row's ``error_message`` (``kill switch engaged: ...``, ``order group ...
+triggered by the exchange``, ``trading paused by the exchange``, ``risk gate: ...``); a price or
+production refusal writes no row. Without an exchange the kill switch's reason is its own text.
 
 A real order the risk gate let through carries a :class:`RiskTicket`: the gate's bookkeeping for
 that one order, for the side that sends it (attempt and in-flight count before the send, the fill
@@ -59,6 +61,8 @@ class RefusalKind(enum.Enum):
     RISK = "refused_risk"
     PERMISSION = "refused_permission"
     AUDIT = "refused_audit"
+    ORDER_GROUP = "refused_order_group"
+    PAUSED = "refused_paused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +166,18 @@ class KillSwitchState(Protocol):
         ...
 
 
+class ExchangeHalt(Protocol):
+    """What the exchange halts now (``executor.exchange.halts.ExchangeHalts``): plain state."""
+
+    def group_halt(self) -> str | None:
+        """Why no order may go while the exchange has the order group triggered, or None."""
+        ...
+
+    def trading_pause(self) -> str | None:
+        """Why no order may go while the exchange pauses trading, or None."""
+        ...
+
+
 class Balance(Protocol):
     """The account figure sizing reads (``executor.exchange.follow.account.AccountState``)."""
 
@@ -179,6 +195,7 @@ class OrderRules:
         risk: the risk gate, or None when it is disabled.
         permission: the production guard.
         audit: whether order rows can be written; None never refuses.
+        halts: what the exchange halts (its trigger of the group, a pause); None never refuses.
     """
 
     sizing: SizingConfig
@@ -186,6 +203,7 @@ class OrderRules:
     risk: RiskGate | None
     permission: Permission
     audit: AuditTrail | None = None
+    halts: ExchangeHalt | None = None
 
 
 class Decider:
@@ -267,6 +285,9 @@ class Decider:
         if switch_reason is not None:
             reason = f"kill switch engaged: {switch_reason}"
             return Refusal(RefusalKind.KILL_SWITCH, reason, request)
+        halt = _halt_refusal(rules.halts, request)
+        if halt is not None:
+            return halt
         ticker, direction = message.market_ticker, message.direction
         group = message.correlation_group
         risk = rules.risk
@@ -289,6 +310,17 @@ class Decider:
         return None if self._kill_switch is None else self._kill_switch.engaged_reason()
 
 
+def _halt_refusal(halts: ExchangeHalt | None, request: FireRequest) -> Refusal | None:
+    """The refusal of a fire the exchange would refuse (its group triggered, trading paused)."""
+    if halts is None:
+        return None
+    group = halts.group_halt()
+    if group is not None:
+        return Refusal(RefusalKind.ORDER_GROUP, group, request)
+    pause = halts.trading_pause()
+    return None if pause is None else Refusal(RefusalKind.PAUSED, pause, request)
+
+
 __all__ = [
     "AUDIT_TRAIL_UNAVAILABLE",
     "PRODUCTION_WITHOUT_ALLOW",
@@ -296,6 +328,7 @@ __all__ = [
     "Balance",
     "Decider",
     "Decision",
+    "ExchangeHalt",
     "KillSwitchState",
     "Order",
     "OrderRules",

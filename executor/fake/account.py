@@ -45,7 +45,7 @@ from typing import Any, Final, Literal
 import orjson
 
 from executor.clock import wall_ms
-from executor.fake.book_control import BookControl
+from executor.fake.book_control import BookControl, ExchangePauses
 from executor.fake.groups import FakeOrderGroup, GroupEvent, OrderGroups
 from executor.fake.limits import FakeApiLimits
 from executor.fake.orders import (
@@ -70,6 +70,7 @@ LIMITS_PATH: Final = "/trade-api/v2/account/limits"
 ENDPOINT_COSTS_PATH: Final = "/trade-api/v2/account/endpoint_costs"
 ONE_ORDER_PATH: Final = "/trade-api/v2/portfolio/orders/{order_id}"
 USER_DATA_TIMESTAMP_PATH: Final = "/trade-api/v2/exchange/user_data_timestamp"
+EXCHANGE_STATUS_PATH: Final = "/trade-api/v2/exchange/status"
 # Written out rather than imported from executor.exchange.orders.transport: the fake checks the
 # transport, so it must not share its constants (a test asserts the two agree).
 ROUTES: Final = RouteTable(
@@ -87,6 +88,7 @@ ROUTES: Final = RouteTable(
         Route("GET", ENDPOINT_COSTS_PATH, "get_endpoint_costs"),
         Route("GET", ONE_ORDER_PATH, "get_one_order"),
         Route("GET", USER_DATA_TIMESTAMP_PATH, "get_user_data_timestamp"),
+        Route("GET", EXCHANGE_STATUS_PATH, "get_exchange_status"),
     ]
 )
 """Every endpoint the fake serves and the account method that answers it."""
@@ -148,6 +150,7 @@ class FakeAccount(Portfolio, BookControl):
         listing_lag_s: how far behind the book the orders endpoints and the user data
             timestamp are (seconds, settable; 0 = up to date).
         clock: the exchange's wall clock in ms (settable: a test may move the exchange's time).
+        pauses: the exchange's pauses (set by hand, or the weekly one: ``executor.fake.pauses``).
     """
 
     def __init__(
@@ -167,6 +170,7 @@ class FakeAccount(Portfolio, BookControl):
         self._listing = Listing()
         self.order_groups = OrderGroups()
         self.api_limits = FakeApiLimits()
+        self.pauses = ExchangePauses(lambda: self.clock())
 
     @property
     def group_watchers(self) -> list[Callable[[GroupEvent], None]]:
@@ -215,6 +219,12 @@ class FakeAccount(Portfolio, BookControl):
         """``GET /exchange/user_data_timestamp``: the moment the orders listing shows."""
         return {"as_of_time": iso_time(self.listed_as_of_ms())}
 
+    def get_exchange_status(
+        self, params: dict[str, str], query: str, body: bytes
+    ) -> dict[str, Any]:
+        """``GET /exchange/status``: whether the exchange and trading are active now."""
+        return self.pauses.status()
+
     def listed_as_of_ms(self) -> int:
         """The moment the orders endpoints show the book at (now less the listing lag, ms)."""
         return self.clock() - round(self.listing_lag_s * 1000)
@@ -237,6 +247,7 @@ class FakeAccount(Portfolio, BookControl):
                 for a ``client_order_id`` already used (nothing placed, nothing announced).
         """
         order = parse_order(body)
+        self.pauses.refuse_placing()
         client_order_id = order.get("client_order_id")
         if client_order_id is not None and client_order_id in self.orders:
             raise ErrorReply(409, ORDER_EXISTS_CODE, ORDER_EXISTS_MESSAGE)

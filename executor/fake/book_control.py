@@ -4,20 +4,119 @@ A mixin of :class:`executor.fake.account.FakeAccount`, which holds the book and 
 order (``cancel_resting``, announced to its watchers); here are the endpoints that act on many
 orders at once: ``DELETE /portfolio/events/orders/batched`` (V2, ``batch-cancel-orders-v2.yaml``),
 the order-group endpoints (create, get, trigger, reset: ``executor.fake.groups`` keeps the
-groups; a trigger cancels the group's resting orders here) and the two ``/account`` endpoints of
-the rate limits (``executor.fake.limits``). No I/O.
+groups; a trigger cancels the group's resting orders here), the two ``/account`` endpoints of
+the rate limits (``executor.fake.limits``) and the pause control (``executor.fake.pauses``; a
+batch cancel is refused in an exchange pause). No I/O.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import datetime
+import zoneinfo
+from collections.abc import Callable
+from typing import Any, Final, Literal
 
 import orjson
 
+from executor.clock import wall_ms
 from executor.fake.groups import FakeOrderGroup, OrderGroups
 from executor.fake.limits import FakeApiLimits
 from executor.fake.orders import BookOrder
 from executor.fake.routes import ErrorReply
+
+PauseKind = Literal["trading", "exchange"]
+
+EXCHANGE_TIME_ZONE: Final = zoneinfo.ZoneInfo("America/New_York")
+"""The zone of the published schedule ("Thursday 3:00 AM to 5:00 AM ET")."""
+WEEKLY_PAUSE_WEEKDAY: Final = 3
+"""Thursday (Monday is 0)."""
+WEEKLY_PAUSE_HOURS: Final = (3, 5)
+"""The weekly trading pause: from 03:00 to 05:00 ET (the end excluded)."""
+
+TRADING_PAUSED_CODE: Final = "trading_is_paused"
+"""The code an order gets in a pause. Kalshi does not publish its error codes: a guess."""
+EXCHANGE_PAUSED_CODE: Final = "exchange_paused"
+"""The code a cancel gets in an exchange pause (a guess, as above)."""
+
+
+def in_weekly_pause(now_ms: int) -> bool:
+    """Whether ``now_ms`` (Unix ms) falls in the weekly trading pause (Thursday 03:00-05:00 ET)."""
+    moment = datetime.datetime.fromtimestamp(now_ms / 1000, tz=EXCHANGE_TIME_ZONE)
+    start, end = WEEKLY_PAUSE_HOURS
+    return moment.weekday() == WEEKLY_PAUSE_WEEKDAY and start <= moment.hour < end
+
+
+def weekly_resume_time(now_ms: int) -> str:
+    """The end of the weekly pause ``now_ms`` is in, as an RFC 3339 UTC time."""
+    moment = datetime.datetime.fromtimestamp(now_ms / 1000, tz=EXCHANGE_TIME_ZONE)
+    end = moment.replace(hour=WEEKLY_PAUSE_HOURS[1], minute=0, second=0, microsecond=0)
+    return end.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ExchangePauses:
+    """Whether the fake exchange is paused now, and how.
+
+    Args:
+        clock: the exchange's wall clock (Unix ms).
+        weekly: follow the published weekly trading pause.
+
+    Attributes:
+        kind: the pause set by hand (``trading``, ``exchange``) or None.
+        resume_time: the estimated resume time a pause set by hand announces (RFC 3339), or None.
+    """
+
+    def __init__(self, clock: Callable[[], int] = wall_ms, *, weekly: bool = False) -> None:
+        self._clock = clock
+        self.weekly = weekly
+        self.kind: PauseKind | None = None
+        self.resume_time: str | None = None
+
+    def pause(self, kind: PauseKind | None, resume_time: str | None = None) -> None:
+        """Pause (``trading`` or ``exchange``) or resume (None) by hand."""
+        self.kind = kind
+        self.resume_time = resume_time if kind is not None else None
+
+    def now(self) -> PauseKind | None:
+        """The pause in force now: the one set by hand, else the weekly one, else None."""
+        if self.kind is not None:
+            return self.kind
+        if self.weekly and in_weekly_pause(self._clock()):
+            return "trading"
+        return None
+
+    def status(self) -> dict[str, Any]:
+        """``GET /exchange/status``: the published ``ExchangeStatus``."""
+        kind = self.now()
+        answer: dict[str, Any] = {
+            "exchange_active": kind != "exchange",
+            "trading_active": kind is None,
+        }
+        if kind is not None:
+            resume = self.resume_time
+            if resume is None and self.kind is None:  # the weekly window's own end
+                resume = weekly_resume_time(self._clock())
+            answer["exchange_estimated_resume_time"] = resume
+        return answer
+
+    def refuse_placing(self) -> None:
+        """Raise when no order may be placed now.
+
+        Raises:
+            ErrorReply: 400 in any pause (the guide: no placing in either).
+        """
+        kind = self.now()
+        if kind is not None:
+            code = TRADING_PAUSED_CODE if kind == "trading" else EXCHANGE_PAUSED_CODE
+            raise ErrorReply(400, code, f"{kind} is paused: no orders may be placed")
+
+    def refuse_cancelling(self) -> None:
+        """Raise when no order may be cancelled now.
+
+        Raises:
+            ErrorReply: 400 in an exchange pause (a trading pause allows cancels).
+        """
+        if self.now() == "exchange":
+            raise ErrorReply(400, EXCHANGE_PAUSED_CODE, "the exchange is paused: nothing changes")
 
 
 class BookControl:
@@ -26,6 +125,7 @@ class BookControl:
     book: dict[str, BookOrder]
     order_groups: OrderGroups
     api_limits: FakeApiLimits
+    pauses: ExchangePauses
 
     def cancel_resting(self, client_order_id: str) -> BookOrder:
         """Cancel one resting order (the account's)."""
@@ -70,6 +170,13 @@ class BookControl:
                 self.cancel_resting(self._book_key(order))
         self.order_groups.mark_triggered(group)
 
+    def set_pause(self, kind: PauseKind | None, resume_time: str | None = None) -> list[BookOrder]:
+        """Pause (``trading`` or ``exchange``) or resume (None) by hand; a pause's start cancels
+        the resting orders placed with ``cancel_order_on_pause`` (:meth:`pause_trading`)."""
+        began = kind is not None and self.pauses.now() is None
+        self.pauses.pause(kind, resume_time)
+        return self.pause_trading() if began else []
+
     def pause_trading(self) -> list[BookOrder]:
         """A trading pause begins: the resting orders placed with ``cancel_order_on_pause`` are
         cancelled (the others rest on, as the maintenance guide says); the cancelled ones."""
@@ -84,6 +191,7 @@ class BookControl:
         """Cancel each order of a ``BatchCancelOrdersV2Request``; the V2 response (an order that
         is not resting gets ``reduced_by`` 0 and an ``error``, as published)."""
         order_ids = parse_batch_cancel(body)
+        self.pauses.refuse_cancelling()
         by_order_id = {order.order_id: order for order in self.book.values()}
         answers: list[dict[str, Any]] = []
         for order_id in order_ids:
@@ -140,4 +248,13 @@ def parse_batch_cancel(body: bytes) -> list[str]:
     return order_ids
 
 
-__all__ = ["BookControl", "parse_batch_cancel"]
+__all__ = [
+    "EXCHANGE_PAUSED_CODE",
+    "TRADING_PAUSED_CODE",
+    "BookControl",
+    "ExchangePauses",
+    "PauseKind",
+    "in_weekly_pause",
+    "parse_batch_cancel",
+    "weekly_resume_time",
+]

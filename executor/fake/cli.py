@@ -16,6 +16,11 @@ A ``--dir`` given by the caller is the caller's and is left as it is.
 answered), so a fake that outlives the executor can hold an order's answer while the executor
 is killed. ``--listing-lag-s`` makes the orders endpoints (and the user data timestamp) lag the
 book by that many seconds, as Kalshi's may.
+
+Pauses (``executor.fake.pauses``): ``--pause trading`` or ``--pause exchange`` starts paused,
+``--weekly-pause`` follows the published Thursday 03:00-05:00 ET trading pause, and SIGUSR1 sent
+to the running fake toggles a trading pause (``kill -USR1 PID``: paused, then resumed), each
+toggle one line on stderr.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ from executor.fake.exchange import (
 from executor.fake.scratch import COMMAND_PREFIX, scratch_folder
 from executor.fake.stream import STREAM_PATH
 
+log = structlog.get_logger()
+
 MAX_LISTING_LAG_S = 3600.0
 """Largest ``--listing-lag-s``: an hour behind is already an exchange outage, not a lag."""
 
@@ -57,7 +64,7 @@ cannot know without asking the exchange."""
 
 
 async def _run_command(credentials: FakeCredentials, args: argparse.Namespace) -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGUSR1) as signals:
         async with trio.open_nursery() as nursery:
             exchange = await nursery.start(
                 functools.partial(
@@ -71,6 +78,8 @@ async def _run_command(credentials: FakeCredentials, args: argparse.Namespace) -
                 )
             )
             exchange.inject(*(FAULTS[name] for name in args.fault))
+            exchange.pauses.weekly = args.weekly_pause
+            exchange.set_pause(args.pause)
             line = json.dumps(
                 {
                     "base_url": exchange.base_url,
@@ -81,7 +90,12 @@ async def _run_command(credentials: FakeCredentials, args: argparse.Namespace) -
                 }
             )
             await trio.to_thread.run_sync(lambda: print(line, flush=True))
-            async for _ in signals:
+            async for signum in signals:
+                if signum == signal.SIGUSR1:
+                    paused = exchange.pauses.kind == "trading"
+                    exchange.set_pause(None if paused else "trading")
+                    log.warning("fake exchange: trading " + ("resumed" if paused else "paused"))
+                    continue
                 nursery.cancel_scope.cancel()
                 break
 
@@ -152,6 +166,18 @@ def main(argv: list[str] | None = None) -> int:
         type=_lag_s,
         default=0.0,
         help="list orders (and date the user data timestamp) this many seconds late (default 0)",
+    )
+    parser.add_argument(
+        "--pause",
+        choices=("trading", "exchange"),
+        default=None,
+        help="start paused: no orders placed (trading), or nothing at all (exchange); "
+        "SIGUSR1 toggles a trading pause while it runs",
+    )
+    parser.add_argument(
+        "--weekly-pause",
+        action="store_true",
+        help="pause trading every Thursday 03:00-05:00 ET, as Kalshi's maintenance window",
     )
     args = parser.parse_args(argv)
     # stdout carries the one JSON line a caller parses; anything the fake logs goes to stderr.

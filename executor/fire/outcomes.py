@@ -23,6 +23,8 @@ class FireOutcome(enum.Enum):
     REFUSED_RISK = "refused_risk"
     REFUSED_PERMISSION = "refused_permission"
     REFUSED_AUDIT = "refused_audit"
+    REFUSED_ORDER_GROUP = "refused_order_group"
+    REFUSED_PAUSED = "refused_paused"
     DISPATCH_ERROR = "dispatch_error"
     SHADOW_SKIPPED = "shadow_skipped"
 
@@ -56,9 +58,16 @@ class OrderGroupGate(Protocol):
 _refusal_warnings: Final = {kind: RateLimitedWarning(f"fire_{kind.value}") for kind in RefusalKind}
 
 
+_LOGGED_ELSEWHERE: Final = frozenset(
+    {RefusalKind.AUDIT, RefusalKind.ORDER_GROUP, RefusalKind.PAUSED}
+)
+"""Refusals logged once for all rather than per fire: the audit trail's (at ERROR, each with its
+row, by the fire path), and the exchange's halts (one WARNING when each starts:
+``executor.exchange.halts``); each still writes its ``rejected`` row and is counted."""
+
+
 def warn_refusal(message: WakeMessage, refusal: Refusal) -> None:
-    """Log one refusal, rate-limited per kind (an audit refusal is logged by the fire path
-    itself, at ERROR with its would-be row, every one of them)."""
+    """Log one refusal, rate-limited per kind (except those of ``_LOGGED_ELSEWHERE``)."""
     kind = refusal.kind
     warnings = _refusal_warnings[kind]
     if kind is RefusalKind.PRICE:
@@ -71,7 +80,7 @@ def warn_refusal(message: WakeMessage, refusal: Refusal) -> None:
         )
     elif kind is RefusalKind.PERMISSION:
         warnings.warning(reason=refusal.reason, dry_run=message.dry_run)
-    elif kind is not RefusalKind.AUDIT:
+    elif kind not in _LOGGED_ELSEWHERE:
         warnings.warning(
             reason=refusal.reason,
             correlation_id=message.correlation_id,

@@ -65,6 +65,7 @@ from executor.decide.decision import (
 )
 from executor.decide.order_request import FireRequest, OrderTemplate, Side
 from executor.decide.risk import RiskGate
+from executor.exchange.halts import ExchangeHalts
 from executor.exchange.orders.dispatcher import OrderDispatcher, StartedOrder
 from executor.exchange.orders.shadow_lane import ShadowJob, ShadowLane
 from executor.exchange.orders.stages import FireStamps, PerfToWall, log_resolution, stage_rows
@@ -115,6 +116,8 @@ class OrderPath:
         counters: the order path's counters (reconciliation, the transport, the stream, the
             book, the rate limits, adoption), gathered by the composition root; reported with
             the fire path's own. None reports none.
+        halts: the exchange's own halts (its trigger of the group, pauses): the decision reads
+            them, and an order's refusal is told to them; None hears none.
     """
 
     dispatcher: OrderDispatcher
@@ -128,13 +131,13 @@ class OrderPath:
     audit: AuditTrail | None = None
     book: OrderGroupGate | None = None
     counters: Callable[[], Mapping[str, int]] | None = None
+    halts: ExchangeHalts | None = None
 
     def rules(self) -> OrderRules:
         """What the decision consults with this exchange: sizing, balance, risk gate, guard,
-        audit trail."""
-        return OrderRules(
-            self.sizing, self.account, self.risk, self.dispatcher.policy.permission, self.audit
-        )
+        audit trail, the exchange's halts."""
+        permission = self.dispatcher.policy.permission
+        return OrderRules(self.sizing, self.account, self.risk, permission, self.audit, self.halts)
 
 
 class FirePath:
@@ -350,6 +353,8 @@ class FirePath:
             await orders.dispatcher.complete(started)
         except Exception as error:
             self._counts["dispatch_errors"] += 1
+            if orders.halts is not None:  # a halt the exchange answers with stops the next fire
+                orders.halts.hear_order_refusal(str(error))
             log.error(
                 "dispatch failed",
                 error=str(error),

@@ -44,6 +44,8 @@ class Owner(enum.Enum):
     """The transport's token buckets (``executor.exchange.rate_limits``)."""
     ADOPTION = "adoption"
     """Adoption (``executor.exchange.follow.adoption``)."""
+    HALTS = "halts"
+    """The exchange's own halts (``executor.exchange.halts``): its trigger of the group, pauses."""
     TELEMETRY = "telemetry"
     """The telemetry channel and its writer (``executor.telemetry``, ``recording.consumer``)."""
 
@@ -56,6 +58,7 @@ ORDER_PATH_OWNERS: Final = frozenset(
         Owner.BOOK,
         Owner.RATE_LIMITS,
         Owner.ADOPTION,
+        Owner.HALTS,
     }
 )
 """The owners that exist only with an exchange; the composition root gathers their counters."""
@@ -152,7 +155,7 @@ SERVER_COUNTERS: Final[tuple[CounterSpec, ...]] = (
     ),
     CounterSpec(
         "order_group_triggered",
-        "1 while this executor has its order group triggered",
+        "1 while the order group is triggered (by this executor or by the exchange)",
         Owner.BOOK,
         kind=_GAUGE,
     ),
@@ -181,6 +184,22 @@ SERVER_COUNTERS: Final[tuple[CounterSpec, ...]] = (
         "adopted",
         "orders of this installation the exchange had and the table lacked",
         Owner.ADOPTION,
+    ),
+    CounterSpec(
+        "refused_order_group",
+        "real fires refused before sending: the exchange had triggered the order group",
+        Owner.FIRE,
+    ),
+    CounterSpec(
+        "refused_paused",
+        "real fires refused before sending: the exchange paused trading",
+        Owner.FIRE,
+    ),
+    CounterSpec(
+        "trading_paused",
+        "1 while the exchange pauses trading (GET /exchange/status), else 0",
+        Owner.HALTS,
+        kind=_GAUGE,
     ),
     # Metrics only: not on the exit line.
     CounterSpec(

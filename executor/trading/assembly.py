@@ -20,8 +20,10 @@ exists (a refused start leaves no file behind):
   those of unknown outcome while the exchange's stream is trusted; the heartbeat; the stream,
   ``executor.exchange.stream.client``, unless ``--stream off``; the book guard,
   ``executor.exchange.book.guard``, which carries a kill-switch engage or an audit outage to the
-  exchange's book, after this run's order group is recorded in the database; later adoption passes,
-  also after every audit outage).
+  exchange's book, after this installation's order group is found or created and recorded in the
+  database, ``executor.exchange.book.run_group``; the exchange's status,
+  ``executor.exchange.status``, read before serving; later adoption passes, also after every
+  audit outage).
 
 :class:`OrderPathFactory` is what the server is given: the two stages, in the order it enters them.
 Every start-up failure is one :class:`~executor.config.variables.StartupError` line. Exit order:
@@ -45,17 +47,20 @@ from executor.config.coherence import limits_summary, sizing_conflict
 from executor.config.settings import Settings
 from executor.decide.decision import KillSwitchState
 from executor.decide.risk import RiskGate
-from executor.exchange.book.guard import BookGuard, book_guard, record_run_group
+from executor.exchange.book.guard import BookGuard, book_guard
+from executor.exchange.book.run_group import open_run_group
 from executor.exchange.follow.account import AccountState, serve_account
 from executor.exchange.follow.adoption import Adopter, adopt_at_startup, take_adopted
 from executor.exchange.follow.ledger import Source
 from executor.exchange.follow.ledger_keeper import LedgerKeeper
 from executor.exchange.follow.reconcile import CollectedRows, Reconciler
+from executor.exchange.halts import ExchangeHalts
 from executor.exchange.orders.dispatcher import OrderDispatcher, OrderPolicy
 from executor.exchange.orders.shadow_lane import ShadowLane
 from executor.exchange.orders.stages import PerfToWall
 from executor.exchange.orders.transport import ExchangeClient
 from executor.exchange.rest import tls_context
+from executor.exchange.status import StatusWatch
 from executor.exchange.stream.client import (
     StreamEndpoint,
     StreamState,
@@ -222,16 +227,25 @@ async def open_order_path(
         step("warm-starting the risk gate from orders_fired")
         await _warm_risk_gate(risk, settings, telemetry_db)
         stream = None if feed is None else StreamedOrders(reconciler, telemetry, feed=feed)
-        await record_run_group(side.group, side.endpoint.base_url, telemetry_db)
+        step("finding or creating this installation's order group")
+        status_watch = StatusWatch()
+        group, halts = await open_run_group(
+            settings.exchange, client.rest, side.endpoint.base_url, telemetry_db, status_watch.want
+        )
         writer = client.rest
         cancels = keeper.source(Source.CANCEL)
         guard = book_guard(
-            settings.exchange, writer, reconciler, cancels, side.group, kill_switch, telemetry
+            settings.exchange, writer, reconciler, cancels, group, kill_switch, telemetry
         )
         account = AccountState()
         stream_state = StreamState()
         counters = order_path_counters(
-            client, reconciler, guard, adopter, None if stream is None else (stream, stream_state)
+            client,
+            reconciler,
+            guard,
+            adopter,
+            None if stream is None else (stream, stream_state),
+            halts,
         )
         fire_path = _fire_path(
             settings,
@@ -244,6 +258,7 @@ async def open_order_path(
             ids=installation.ids,
             account=account,
             counters=counters,
+            halts=halts,
         )
         orders = fire_path.orders
         assert orders is not None
@@ -254,6 +269,8 @@ async def open_order_path(
             await lane_nursery.start(orders.lane.run)
             try:
                 async with trio.open_nursery() as pollers:
+                    step("reading the exchange's status (a trading or exchange pause)")
+                    await pollers.start(status_watch.run, writer, halts)
                     step("polling the account (balance, positions)")
                     follow_resting = poll_unless_streaming(stream, reconciler)
                     await pollers.start(
@@ -277,7 +294,12 @@ async def open_order_path(
                     if stream is not None:
                         step("connecting the exchange's stream (fills, order updates)")
                         endpoint = await _stream_endpoint(settings, side)
-                        await pollers.start(serve_stream, endpoint, stream, stream_state)
+                        await pollers.start(
+                            functools.partial(serve_stream, halts=halts),
+                            endpoint,
+                            stream,
+                            stream_state,
+                        )
                     await pollers.start(guard.run)
                     await pollers.start(
                         adopter.serve, telemetry, functools.partial(take_adopted, keeper, risk)
@@ -316,6 +338,7 @@ def _fire_path(
     ids: ClientOrderIds,
     account: AccountState,
     counters: Callable[[], dict[str, int]],
+    halts: ExchangeHalts | None = None,
 ) -> FirePath:
     exchange = settings.exchange
     policy = OrderPolicy(
@@ -339,6 +362,7 @@ def _fire_path(
         audit=telemetry,
         book=guard,
         counters=counters,
+        halts=halts,
     )
     return FirePath(
         kill_switch=kill_switch,

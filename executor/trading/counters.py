@@ -15,6 +15,7 @@ from collections.abc import Callable
 from executor.exchange.book.guard import BookGuard
 from executor.exchange.follow.adoption import Adopter
 from executor.exchange.follow.reconcile import Reconciler
+from executor.exchange.halts import ExchangeHalts
 from executor.exchange.orders.transport import ExchangeClient
 from executor.exchange.stream.client import StreamState
 from executor.exchange.stream.orders import StreamedOrders
@@ -26,13 +27,18 @@ def order_path_counters(
     book: BookGuard,
     adopter: Adopter,
     stream: tuple[StreamedOrders, StreamState] | None = None,
+    halts: ExchangeHalts | None = None,
 ) -> Callable[[], dict[str, int]]:
     """A function returning the order path's counters now, one per counter of the owners in
-    ``ORDER_PATH_OWNERS`` (the stream's are 0 without ``stream``: ``--stream off``).
+    ``ORDER_PATH_OWNERS`` (the stream's are 0 without ``stream``: ``--stream off``); the order
+    group is triggered when the book guard or the exchange (``halts``) has it so.
 
     Cancellation: the returned function never checkpoints; it is called from the Trio thread
     (the exit line) and the metrics endpoint's thread (each value is one int read whole).
     """
+
+    def halts_tripped() -> bool:
+        return halts is not None and halts.group_tripped
 
     def gather() -> dict[str, int]:
         limits = client.rest.limits
@@ -45,7 +51,8 @@ def order_path_counters(
             "signed_inline": client.signed_inline,
             "cancels_sent": book.cancels_sent,
             "cancels_failed": book.cancels_failed,
-            "order_group_triggered": int(book.group_triggered),
+            "order_group_triggered": int(book.group_triggered or halts_tripped()),
+            "trading_paused": int(halts is not None and halts.paused),
             "write_token_waits": limits.write.waits,
             "read_token_waits": limits.read.waits,
             "adopted": adopter.adopted,

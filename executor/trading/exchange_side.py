@@ -8,7 +8,8 @@ task of their own, and one keep-alive httpx client for everything else, CA file 
 with one signed balance request: the exchange is reachable and accepts the key), the signing-ahead
 worker (``--presign-max-age-ms``; its first signature ready before the socket is bound, stopped
 before the worker) and the shadow-signing worker; and, once the client is up, the account's rate
-limits (``GET /account/limits``, ``/account/endpoint_costs``) and this run's order group.
+limits (``GET /account/limits``, ``/account/endpoint_costs``). The order group is stage two's
+(``executor.exchange.book.run_group``): it is made or reused only past every local check.
 Everything about the exchange that can fail is found here, so a refused start leaves no database
 behind; every failure is one :class:`~executor.config.variables.StartupError` line.
 """
@@ -27,8 +28,6 @@ import trio_parallel  # type: ignore[import-untyped]  # ships no type informatio
 
 from executor.config.settings import ExchangeSettings, Settings
 from executor.config.variables import ConfigError, StartupError
-from executor.exchange.book.guard import create_run_group
-from executor.exchange.book.order_group import OrderGroup
 from executor.exchange.orders.pool import MAX_ORDER_CONNECTIONS, ORDER_CONNECTIONS
 from executor.exchange.orders.presign import SignaturePool
 from executor.exchange.orders.sign_worker import one_line, open_process_signer
@@ -64,12 +63,10 @@ def load_signer(exchange: ExchangeSettings) -> KalshiSigner:
 
 @dataclass(frozen=True, slots=True)
 class ExchangeSide:
-    """The exchange end of the order path, ready before the database exists (the order group
-    created, not yet recorded: stage two records it)."""
+    """The exchange end of the order path, ready before the database exists."""
 
     endpoint: ExchangeEndpoint
     client: ExchangeClient
-    group: OrderGroup | None = None
 
 
 @asynccontextmanager
@@ -109,9 +106,8 @@ async def open_exchange_side(
                         f"exchange {endpoint.base_url} cannot be reached: "
                         f"{str(error) or type(error).__name__}"
                     ) from None
-                step("reading the account's rate limits, creating this run's order group")
+                step("reading the account's rate limits")
                 client.use_limits(await fetch_api_limits(client))
-                group = await create_run_group(exchange, client.rest)
                 if exchange.presign_max_age_ms > 0:
                     step("starting the signing-ahead worker process")
                     client.signatures = await _start_presigning(
@@ -129,7 +125,7 @@ async def open_exchange_side(
                     client.shadow_signer = process_signer.sign
                     if not process_signer.on_loop:  # else its warning said where they sign
                         log.info("shadow fires sign in a worker process")
-                yield ExchangeSide(endpoint, client, group)
+                yield ExchangeSide(endpoint, client)
         finally:
             # After the client has closed: the fake exchange (if any) goes last.
             services.cancel_scope.cancel()

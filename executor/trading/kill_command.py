@@ -79,18 +79,29 @@ class ExchangeKillCommand:
         if db_path is None:
             return None
         try:
-            settings = load_settings(args, os.environ)
-            if settings.exchange.mode != "real":
-                raise ConfigError(
-                    "--telemetry-db asks to cancel through the exchange, but no exchange is "
-                    "configured (KALSHI_API_KEY_ID and KALSHI_PRIVATE_KEY_PATH, or --env-file)"
-                )
-            from executor.trading.exchange_side import load_signer
-
-            signer = load_signer(settings.exchange)
+            why = "--telemetry-db asks to cancel through the exchange"
+            settings, signer = real_exchange(args, why)
         except ConfigError as error:
             raise KillUsageError(str(error)) from None
         return functools.partial(_run, settings, signer, db_path.expanduser())
+
+
+def real_exchange(args: argparse.Namespace, why: str) -> tuple[Settings, KalshiSigner]:
+    """The settings and key of the real exchange these flags and variables name.
+
+    Raises:
+        ConfigError: the configuration is wrong, or names no real exchange (``why`` says what
+            needed one).
+    """
+    settings = load_settings(args, os.environ)
+    if settings.exchange.mode != "real":
+        raise ConfigError(
+            f"{why}, but no exchange is configured (KALSHI_API_KEY_ID and "
+            "KALSHI_PRIVATE_KEY_PATH, or --env-file)"
+        )
+    from executor.trading.exchange_side import load_signer
+
+    return settings, load_signer(settings.exchange)
 
 
 def _run(settings: Settings, signer: KalshiSigner, db_path: Path, reason: str) -> int:
@@ -215,7 +226,13 @@ def killswitch_main(argv: list[str], exchange: ExchangeKillCommand | None = None
     return EXIT_ENGAGED if command == "status" else EXIT_OK
 
 
-__all__ = ["EXIT_ENGAGED", "ExchangeKillCommand", "KillUsageError", "killswitch_main"]
+__all__ = [
+    "EXIT_ENGAGED",
+    "ExchangeKillCommand",
+    "KillUsageError",
+    "killswitch_main",
+    "real_exchange",
+]
 
 
 if __name__ == "__main__":

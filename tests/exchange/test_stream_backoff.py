@@ -13,6 +13,7 @@ import trio
 import trio.testing
 
 import executor.exchange.stream.client as stream_module
+from executor.exchange.halts import ExchangeHalts
 from executor.exchange.stream.client import (
     BACKOFF_FIRST_S,
     BACKOFF_MAX_S,
@@ -63,7 +64,10 @@ async def test_serve_stream_waits_the_schedule_and_resets_once_trusted(
     trusted_attempt = 9
 
     async def connection(
-        endpoint: StreamEndpoint, streamed: StreamedOrders, state: StreamState
+        endpoint: StreamEndpoint,
+        streamed: StreamedOrders,
+        state: StreamState,
+        halts: ExchangeHalts | None,
     ) -> None:
         attempts.append(trio.current_time())
         if len(attempts) == trusted_attempt:

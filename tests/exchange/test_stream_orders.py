@@ -139,10 +139,12 @@ async def streamed(sinks: Sinks, *, trusted: bool = True) -> StreamedOrders:
 
 
 def test_the_subscribe_command_is_the_published_one() -> None:
-    """fill and user_orders for every market, in the published command's shape."""
+    """fill, user_orders and order_group_updates for every market, in the published command's
+    shape."""
     command = subscribe_command(1)
     validate_command(command)
-    assert orjson.loads(command)["params"] == {"channels": ["fill", "user_orders"]}
+    channels = ["fill", "user_orders", "order_group_updates"]
+    assert orjson.loads(command)["params"] == {"channels": channels}
 
 
 def test_messages_parse_into_plain_values_and_bad_ones_raise() -> None:

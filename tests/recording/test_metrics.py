@@ -108,7 +108,7 @@ def test_scrape_matches_the_exit_lines(spawner: Spawner, short_dir: Path) -> Non
     server, telemetry = exit_counters(executor.stderr_lines())
     assert server["frames"] == accepted + 1
     for key, value in server.items():
-        gauges = {"stream_connected", "order_group_triggered", "orders_open"}
+        gauges = {"stream_connected", "order_group_triggered", "orders_open", "trading_paused"}
         suffix = "" if key in gauges else "_total"  # 1 while connected / triggered; followed now
         assert scraped[f"trio_executor_{key}{suffix}"] == value, key
     for key, value in telemetry.items():

@@ -48,7 +48,22 @@ async def start(
     book: BookSettings | None = None,
 ) -> RunningServer:
     """An in-process executor with a kill switch at ``directory/halt`` (read every time)."""
-    settings = Settings(
+    settings = settings_for(exchange, credentials, time_in_force=time_in_force, book=book)
+    switch = KillSwitch(directory / "halt", ttl_s=0)
+    factory = order_path_factory(settings, telemetry_db=directory / "t.db", kill_switch=switch)
+    factory.heartbeat_interval_s = HEARTBEAT_S
+    return await start_server(nursery, directory, order_path=factory)
+
+
+def settings_for(
+    exchange: FakeExchange,
+    credentials: FakeCredentials,
+    *,
+    time_in_force: str = "good_till_canceled",
+    book: BookSettings | None = None,
+) -> Settings:
+    """Settings trading one contract per order against ``exchange``, the risk gate on."""
+    return Settings(
         exchange=ExchangeSettings(
             mode="real",
             base_url=exchange.base_url,
@@ -64,10 +79,6 @@ async def start(
         risk_limits=RiskLimits(),
         allowed_exchange_indexes=frozenset({0}),
     )
-    switch = KillSwitch(directory / "halt", ttl_s=0)
-    factory = order_path_factory(settings, telemetry_db=directory / "t.db", kill_switch=switch)
-    factory.heartbeat_interval_s = HEARTBEAT_S
-    return await start_server(nursery, directory, order_path=factory)
 
 
 def guard_of(running: RunningServer) -> BookGuard:

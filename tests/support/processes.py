@@ -86,6 +86,9 @@ EXTRA_SERVER_KEYS = (
     "lookups_unknown",
     "orders_open",
     "adopted",
+    "refused_order_group",
+    "refused_paused",
+    "trading_paused",
 )
 """This executor's additions, at the end of the first counter line."""
 LATER_SERVER_KEYS = EXTRA_SERVER_KEYS[EXTRA_SERVER_KEYS.index("log_dropped") + 1 :]

@@ -8,7 +8,9 @@ them). The guard makes the exchange hold the same line, in one task beside the a
   batch cancel (``executor.exchange.book.cancels``; each cancel ends in the order's row), then the
   order group is triggered (the exchange cancels whatever of the group still rests, an order in
   flight included, and rejects new ones). With the flag explicitly off and orders that rest, neither
-  happens: the operator asked for the book to be left alone. Released: the group is reset.
+  happens: the operator asked for the book to be left alone. Released: the group is reset, and
+  also when the exchange had triggered it by itself (``executor.exchange.halts``) and the switch
+  was engaged meanwhile: engage then release is one way to resume after the exchange's halt.
 - **the audit trail becomes unavailable**: the group is triggered (what rests cannot have its end
   recorded, so it should not rest); recovered: reset, unless the switch is still engaged.
 - **an orderly shutdown** with ``--cancel-resting-on-exit``: the resting orders are cancelled
@@ -27,26 +29,18 @@ real fire decided in that window waits for the reset (:meth:`BookGuard.wait_grou
 
 from __future__ import annotations
 
-import os
-import sqlite3
-from pathlib import Path
 from typing import Final, Protocol
 
 import structlog
 import trio
 
-from executor.clock import wall_ms
 from executor.config.settings import ExchangeSettings
-from executor.config.variables import StartupError
 from executor.decide.decision import KillSwitchState
 from executor.exchange.book.cancels import BookWriter, cancel_resting
-from executor.exchange.book.order_group import OrderGroup, create_order_group
+from executor.exchange.book.order_group import OrderGroup
 from executor.exchange.follow.reconcile import Reconciler
 from executor.exchange.follow.reconcile_terms import OrderRowSink
-from executor.exchange.messages import ExchangeError
 from executor.recording.audit_trail import AuditTransition
-from executor.recording.database import TelemetryOpenError
-from executor.recording.order_groups import RecordedGroup, record_order_group
 from executor.recording.order_terms import GOOD_TILL_CANCELED
 from executor.recording.rows import OrderRow
 
@@ -117,6 +111,7 @@ class BookGuard:
         self.cancels_failed = 0
         self.looks = 0
         self._asked: set[str] = set()
+        self._reset_on_release = False
         self._wake = trio.Event()
         self._looked = trio.Event()
 
@@ -185,10 +180,16 @@ class BookGuard:
         if reason is not None and self.trigger_on_engage:
             halt = f"kill switch engaged: {reason}"
         group = self.group
+        tripped = group is not None and group.halts is not None and group.halts.group_tripped
+        if reason is not None and tripped:
+            # An engage while the exchange holds the group triggered: its release resets it,
+            # whatever the engage itself asks of the group (the operator's way to resume).
+            self._reset_on_release = True
         if group is not None and halt is not None and not group.triggered:
             await group.trigger(halt)
-        elif group is not None and halt is None and group.triggered:
-            await group.reset("kill switch released and audit trail available")
+        elif group is not None and halt is None and (group.triggered or self._reset_on_release):
+            reset = await group.reset("kill switch released and audit trail available")
+            self._reset_on_release = self._reset_on_release and not reset
         self.looks += 1
 
     async def cancel_at_exit(self) -> None:
@@ -212,45 +213,6 @@ class BookGuard:
         report = await cancel_resting(self._writer, rows, self._sink, reason=reason)
         self.cancels_sent += report.sent
         self.cancels_failed += report.failed
-
-
-async def create_run_group(exchange: ExchangeSettings, writer: BookWriter) -> OrderGroup | None:
-    """This run's order group, created on the exchange (None when
-    ``KALSHI_ORDER_GROUP_CONTRACTS_LIMIT`` is 0). Stage one: before the database exists.
-
-    Raises:
-        StartupError: the exchange refused the group.
-    """
-    limit = exchange.book.order_group_contracts_limit
-    if limit <= 0:
-        log.warning("no order group (KALSHI_ORDER_GROUP_CONTRACTS_LIMIT=0): no exchange-side halt")
-        return None
-    try:
-        group_id = await create_order_group(writer, limit)
-    except ExchangeError as error:
-        raise StartupError(f"the exchange would not create an order group: {error}") from None
-    log.info("order group created", order_group_id=group_id, contracts_limit=limit)
-    return OrderGroup(writer, group_id, limit)
-
-
-async def record_run_group(group: OrderGroup | None, base_url: str, telemetry_db: Path) -> None:
-    """Commit the group's row before any order can go into it, so ``executor killswitch engage``
-    run alone finds it. Stage two: after the database is proven writable.
-
-    Raises:
-        StartupError: the database would not take the row.
-    """
-    if group is None:
-        return
-    recorded = RecordedGroup(
-        group.order_group_id, base_url, group.contracts_limit, wall_ms(), os.getpid()
-    )
-    try:
-        await trio.to_thread.run_sync(record_order_group, telemetry_db, recorded)
-    except (TelemetryOpenError, sqlite3.Error) as error:
-        raise StartupError(
-            f"order group {group.order_group_id} not recorded in {telemetry_db}: {error}"
-        ) from None
 
 
 def book_guard(
@@ -285,6 +247,4 @@ __all__ = [
     "AuditState",
     "BookGuard",
     "book_guard",
-    "create_run_group",
-    "record_run_group",
 ]

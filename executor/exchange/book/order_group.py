@@ -21,6 +21,7 @@ import orjson
 import structlog
 
 from executor.exchange.book.cancels import BookWriter
+from executor.exchange.halts import ExchangeHalts
 from executor.exchange.messages import ORDER_GROUP_CREATE_PATH, ORDER_GROUPS_PATH, ExchangeError
 
 log = structlog.get_logger()
@@ -46,6 +47,8 @@ class OrderGroup:
         writer: signed writes (the transport).
         order_group_id: the group's id.
         contracts_limit: its limit, as created (for the logs).
+        halts: told of this executor's own triggers and resets (so its own trigger, heard back
+            on the stream, is not taken for the exchange's); None tells nobody.
 
     Attributes:
         triggered: whether the last request that succeeded was a trigger.
@@ -53,8 +56,15 @@ class OrderGroup:
         failures: requests that failed (logged; asked again by the caller's next look).
     """
 
-    def __init__(self, writer: BookWriter, order_group_id: str, contracts_limit: int) -> None:
+    def __init__(
+        self,
+        writer: BookWriter,
+        order_group_id: str,
+        contracts_limit: int,
+        halts: ExchangeHalts | None = None,
+    ) -> None:
         self._writer = writer
+        self.halts = halts
         self.order_group_id = order_group_id
         self.contracts_limit = contracts_limit
         self.triggered = False
@@ -69,11 +79,15 @@ class OrderGroup:
         Cancellation: a request cut short may have reached the exchange; ``triggered`` then
         still says False, and the next trigger asks again (a trigger is idempotent).
         """
+        if self.halts is not None:
+            self.halts.own_trigger(True)
         if await self._put("trigger", reason):
             self.triggered = True
             self.triggers += 1
             log.warning("order group triggered", order_group_id=self.order_group_id, reason=reason)
             return True
+        if self.halts is not None:
+            self.halts.own_trigger(self.triggered)
         return False
 
     async def reset(self, reason: str) -> bool:
@@ -83,6 +97,8 @@ class OrderGroup:
         """
         if await self._put("reset", reason):
             self.triggered = False
+            if self.halts is not None:
+                self.halts.own_reset()
             self.resets += 1
             log.warning("order group reset", order_group_id=self.order_group_id, reason=reason)
             return True

@@ -9,7 +9,9 @@ connections. Each connection:
    with the three signed headers (``GET /trade-api/ws/v2``, signed like any request) through
    trio-websocket (``wrap_client_stream`` over a stream this module opens and always closes: a
    refused handshake otherwise leaves the socket to the garbage collector);
-2. ``subscribe`` to ``fill`` and ``user_orders``, and the ``subscribed`` replies awaited;
+2. ``subscribe`` to ``fill``, ``user_orders`` and ``order_group_updates``, and the ``subscribed``
+   replies awaited (an ``order_group_updates`` event goes to the exchange's halts,
+   ``executor.exchange.halts``, whenever it comes);
 3. a reconciliation of every followed order through the lookups
    (:meth:`~executor.exchange.stream.orders.StreamedOrders.reconcile_followed`): fills and order
    updates carry no sequence numbers, so what the stream missed while it was down is found only
@@ -45,9 +47,12 @@ from trio_websocket import (
 
 from executor.clock import wall_ms
 from executor.exchange.follow.reconcile import Reconciler
+from executor.exchange.halts import ExchangeHalts
 from executor.exchange.stream.messages import (
     STREAM_CHANNELS,
     STREAM_PATH,
+    StreamGroupEvent,
+    StreamMessage,
     StreamMessageError,
     StreamRefusal,
     Subscribed,
@@ -192,7 +197,21 @@ async def open_stream(endpoint: StreamEndpoint) -> AsyncIterator[WebSocketConnec
         await trio.aclose_forcefully(stream)
 
 
-async def subscribe(ws: WebSocketConnection, orders: StreamedOrders) -> None:
+async def _apply(
+    message: StreamMessage, orders: StreamedOrders, halts: ExchangeHalts | None
+) -> None:
+    """One message to whoever it concerns: the group's events to the halts, the rest to the
+    orders."""
+    if isinstance(message, StreamGroupEvent):
+        if halts is not None:
+            halts.hear_group_event(message.event_type, message.order_group_id)
+        return
+    await orders.apply(message)
+
+
+async def subscribe(
+    ws: WebSocketConnection, orders: StreamedOrders, halts: ExchangeHalts | None = None
+) -> None:
     """Subscribe to the channels and wait for every ``subscribed`` reply (a message that comes
     first is applied as any other).
 
@@ -209,7 +228,7 @@ async def subscribe(ws: WebSocketConnection, orders: StreamedOrders) -> None:
             elif isinstance(message, StreamRefusal):
                 raise StreamDown(f"subscribe refused: {message.code} {message.text}")
             else:
-                await orders.apply(message)
+                await _apply(message, orders, halts)
     if timer.cancelled_caught:
         raise StreamDown(f"no subscribed reply within {SUBSCRIBE_TIMEOUT_S:g} s")
 
@@ -224,7 +243,9 @@ async def _keep_alive(ws: WebSocketConnection, orders: StreamedOrders) -> None:
         await orders.catch_up()
 
 
-async def _read(ws: WebSocketConnection, orders: StreamedOrders) -> None:
+async def _read(
+    ws: WebSocketConnection, orders: StreamedOrders, halts: ExchangeHalts | None
+) -> None:
     while True:
         text = await ws.get_message()
         try:
@@ -233,14 +254,19 @@ async def _read(ws: WebSocketConnection, orders: StreamedOrders) -> None:
             orders.malformed_messages += 1
             _malformed.warning(error=str(error))
             continue
-        await orders.apply(message)
+        await _apply(message, orders, halts)
         await orders.catch_up()
 
 
-async def _connection(endpoint: StreamEndpoint, orders: StreamedOrders, state: StreamState) -> None:
+async def _connection(
+    endpoint: StreamEndpoint,
+    orders: StreamedOrders,
+    state: StreamState,
+    halts: ExchangeHalts | None,
+) -> None:
     """One connection, from the handshake to its end (which always raises)."""
     async with open_stream(endpoint) as ws:
-        await subscribe(ws, orders)
+        await subscribe(ws, orders, halts)
         state.connects += 1
         if not await orders.reconcile_followed():
             raise StreamDown("the reconciliation could not ask the exchange")
@@ -252,7 +278,7 @@ async def _connection(endpoint: StreamEndpoint, orders: StreamedOrders, state: S
         )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_keep_alive, ws, orders)
-            await _read(ws, orders)
+            await _read(ws, orders, halts)
 
 
 async def serve_stream(
@@ -260,11 +286,13 @@ async def serve_stream(
     orders: StreamedOrders,
     state: StreamState,
     *,
+    halts: ExchangeHalts | None = None,
     jitter: Callable[[], float] = random.random,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Keep the stream connected until cancelled (reports started at once: the executor serves
-    with or without it, the account poll covering the book meanwhile).
+    with or without it, the account poll covering the book meanwhile); ``halts`` hears the
+    order groups' events.
 
     Cancellation: the connection is closed (shielded, bounded); nothing else is held.
     """
@@ -272,7 +300,7 @@ async def serve_stream(
     failures_in_a_row = 0
     while True:
         try:
-            await _connection(endpoint, orders, state)
+            await _connection(endpoint, orders, state, halts)
         except Exception as error:  # a bug here must not end the stream for good
             routine = routine_end(error)
             reason = repr(error) if routine is None else routine

@@ -3,16 +3,18 @@
 Kalshi's WebSocket API v2 (``tests/published/kalshi-openapi/asyncapi.yaml``): after a handshake
 signed like a REST request (``GET /trade-api/ws/v2``), the client subscribes to channels and the
 server sends one JSON object per message. This executor subscribes to ``fill`` (each execution
-of one of its orders) and ``user_orders`` (an order's totals whenever it is created, filled or
-cancelled). ``market_positions`` is not asked for: a fill already says what the position became,
-and the risk gate's positions are the account poll's (DISPATCH.md §7) plus the fills it is told
-of, which the two channels above keep current.
+of one of its orders), ``user_orders`` (an order's totals whenever it is created, filled or
+cancelled) and ``order_group_updates`` (an order group created, triggered, reset, deleted: the
+exchange's trigger of our group is a halt, ``executor.exchange.halts``). ``market_positions``
+is not asked for: a fill already says what the position became, and the risk gate's positions
+are the account poll's (DISPATCH.md §7) plus the fills it is told of, which the first two
+channels keep current.
 
 :func:`parse_stream_message` reads one message into a plain value: :class:`StreamFill`,
 :class:`StreamOrder` (the order as ``GET /portfolio/orders`` would show it, through the same
-:func:`~executor.exchange.follow.lookup.parse_exchange_order`), :class:`Subscribed`,
-:class:`StreamRefusal` (an ``error`` reply) or :class:`OtherMessage`; a message it cannot read
-raises :class:`StreamMessageError`.
+:func:`~executor.exchange.follow.lookup.parse_exchange_order`), :class:`StreamGroupEvent`,
+:class:`Subscribed`, :class:`StreamRefusal` (an ``error`` reply) or :class:`OtherMessage`; a
+message it cannot read raises :class:`StreamMessageError`.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from executor.exchange.messages import ExchangeError
 STREAM_PATH: Final = "/trade-api/ws/v2"
 """The WebSocket API's path (signed as ``GET`` at the handshake)."""
 
-STREAM_CHANNELS: Final = ("fill", "user_orders")
+STREAM_CHANNELS: Final = ("fill", "user_orders", "order_group_updates")
 """The channels subscribed to (see the module docstring for ``market_positions``)."""
 
 
@@ -76,6 +78,17 @@ class StreamOrder:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamGroupEvent:
+    """An ``order_group_updates`` message: ``event_type`` (``created``, ``triggered``, ``reset``,
+    ``deleted``, ``limit_updated``) happened to ``order_group_id`` at ``ts_ms`` (the exchange's
+    clock)."""
+
+    event_type: str
+    order_group_id: str
+    ts_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class Subscribed:
     """A ``subscribed`` reply: ``channel`` is now subscription ``sid``."""
 
@@ -98,7 +111,9 @@ class OtherMessage:
     type: str
 
 
-StreamMessage: TypeAlias = StreamFill | StreamOrder | Subscribed | StreamRefusal | OtherMessage
+StreamMessage: TypeAlias = (
+    StreamFill | StreamOrder | StreamGroupEvent | Subscribed | StreamRefusal | OtherMessage
+)
 
 
 def subscribe_command(command_id: int, channels: tuple[str, ...] = STREAM_CHANNELS) -> str:
@@ -156,7 +171,8 @@ def parse_stream_message(text: str | bytes) -> StreamMessage:
 
     Raises:
         StreamMessageError: not JSON, not an object, or a ``fill`` / ``user_order`` /
-            ``subscribed`` / ``error`` message without a field this executor reads.
+            ``order_group_updates`` / ``subscribed`` / ``error`` message without a field this
+            executor reads.
     """
     try:
         payload = orjson.loads(text)
@@ -166,7 +182,7 @@ def parse_stream_message(text: str | bytes) -> StreamMessage:
         raise StreamMessageError(f"not a JSON object: {text!r:.100}")
     kind = payload.get("type")
     msg = payload.get("msg")
-    if kind not in ("fill", "user_order", "subscribed", "error"):
+    if kind not in ("fill", "user_order", "order_group_updates", "subscribed", "error"):
         return OtherMessage(str(kind))
     if not isinstance(msg, dict):
         raise StreamMessageError(f"{kind} message without a msg object: {text!r:.100}")
@@ -174,6 +190,12 @@ def parse_stream_message(text: str | bytes) -> StreamMessage:
         return _fill(msg)
     if kind == "user_order":
         return _order(msg)
+    if kind == "order_group_updates":
+        return StreamGroupEvent(
+            _field(msg, "event_type", str),
+            _field(msg, "order_group_id", str),
+            _field(msg, "ts_ms", int),
+        )
     if kind == "subscribed":
         return Subscribed(_field(msg, "channel", str), _field(msg, "sid", int))
     return StreamRefusal(_field(msg, "code", int), str(msg.get("msg", "")))
@@ -184,6 +206,7 @@ __all__ = [
     "STREAM_PATH",
     "OtherMessage",
     "StreamFill",
+    "StreamGroupEvent",
     "StreamMessage",
     "StreamMessageError",
     "StreamOrder",

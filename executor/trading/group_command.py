@@ -1,0 +1,81 @@
+"""``executor group reset --telemetry-db D``: resume after the exchange triggered the order group.
+
+Parses the command line, loads the exchange's settings and key as ``executor serve`` does (the same
+``KALSHI_*`` variables, or ``--env-file``), then runs
+``executor.exchange.book.offline_reset.reset_on_exchange``. Exit status 0 when the group was reset,
+1 for bad usage, a configuration that names no real exchange, or a reset that failed (one line on
+stderr each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Final, NoReturn
+
+from executor.config.variables import ConfigError
+from executor.runtime.exit_codes import EXIT_FAILURE, EXIT_OK
+from executor.trading.kill_command import real_exchange
+
+PROG: Final = "executor group"
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    # argparse exits 2 on bad usage; this command's failures are all 1.
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message)
+
+
+def _parser() -> _Parser:
+    parser = _Parser(
+        prog=PROG,
+        description="Reset this installation's order group on the exchange (after the exchange "
+        "triggered it: a running executor hears the reset on its stream and sends again).",
+    )
+    parser.add_argument("command", choices=("reset",), metavar="reset")
+    parser.add_argument(
+        "--telemetry-db",
+        type=Path,
+        required=True,
+        metavar="PATH",
+        help="the executor's database (it records the order group)",
+    )
+    parser.add_argument("--env-file", type=Path, default=None, metavar="PATH")
+    parser.add_argument("--environment", choices=("demo", "prod"), default=None)
+    parser.add_argument("--exchange-ca-file", type=Path, default=None, metavar="PATH")
+    return parser
+
+
+def group_main(argv: list[str]) -> int:
+    """``executor group reset --telemetry-db D [--env-file F] [--environment E]``."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+    except SystemExit as leaving:  # --help
+        return EXIT_OK if leaving.code is None else int(leaving.code)
+    try:
+        settings, signer = real_exchange(args, "the group is reset on the exchange")
+    except ConfigError as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+    import trio  # the exchange's imports only once the command is known to be usable
+
+    from executor import logs
+    from executor.exchange.book.offline_reset import reset_on_exchange
+
+    logs.start_logging("auto", "warning")
+    try:
+        return trio.run(reset_on_exchange, settings, signer, args.telemetry_db.expanduser())
+    finally:
+        logs.stop_logging()
+
+
+__all__ = ["group_main"]
