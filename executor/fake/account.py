@@ -150,7 +150,8 @@ class FakeAccount(Portfolio, BookControl):
         listing_lag_s: how far behind the book the orders endpoints and the user data
             timestamp are (seconds, settable; 0 = up to date).
         clock: the exchange's wall clock in ms (settable: a test may move the exchange's time).
-        pauses: the exchange's pauses (set by hand, or the weekly one: ``executor.fake.pauses``).
+        pauses: the exchange's pauses, set by hand or the weekly one
+            (``executor.fake.book_control.ExchangePauses``).
     """
 
     def __init__(

@@ -1,12 +1,20 @@
-"""The fake exchange's controls over the book: batch cancels, order groups, rate-limit answers.
+"""The fake exchange's controls over the book: batch cancels, order groups, rate-limit answers,
+pauses.
 
 A mixin of :class:`executor.fake.account.FakeAccount`, which holds the book and cancels a resting
 order (``cancel_resting``, announced to its watchers); here are the endpoints that act on many
 orders at once: ``DELETE /portfolio/events/orders/batched`` (V2, ``batch-cancel-orders-v2.yaml``),
 the order-group endpoints (create, get, trigger, reset: ``executor.fake.groups`` keeps the
 groups; a trigger cancels the group's resting orders here), the two ``/account`` endpoints of
-the rate limits (``executor.fake.limits``) and the pause control (``executor.fake.pauses``; a
-batch cancel is refused in an exchange pause). No I/O.
+the rate limits (``executor.fake.limits``) and the pauses (:class:`ExchangePauses`). No I/O.
+
+Pauses follow Kalshi's ``getting_started/maintenance_and_pauses``: a **trading pause** (no
+placing or amending; cancels go through; every Thursday 03:00-05:00 ET) and an **exchange pause**
+(nothing at all: a batch cancel and a group's trigger or reset are refused too). A pause is set
+by hand (:meth:`BookControl.set_pause`; ``python -m executor.fake --pause trading``, SIGUSR1) or,
+with ``weekly`` on (``--weekly-pause``), by the published weekly window read off the fake's
+clock; ``GET /exchange/status`` answers the published ``ExchangeStatus`` from it
+(``get-exchange-status.yaml``).
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ WEEKLY_PAUSE_HOURS: Final = (3, 5)
 TRADING_PAUSED_CODE: Final = "trading_is_paused"
 """The code an order gets in a pause. Kalshi does not publish its error codes: a guess."""
 EXCHANGE_PAUSED_CODE: Final = "exchange_paused"
-"""The code a cancel gets in an exchange pause (a guess, as above)."""
+"""The code anything gets in an exchange pause (a guess, as above)."""
 
 
 def in_weekly_pause(now_ms: int) -> bool:
@@ -109,8 +117,8 @@ class ExchangePauses:
             code = TRADING_PAUSED_CODE if kind == "trading" else EXCHANGE_PAUSED_CODE
             raise ErrorReply(400, code, f"{kind} is paused: no orders may be placed")
 
-    def refuse_cancelling(self) -> None:
-        """Raise when no order may be cancelled now.
+    def refuse_changes(self) -> None:
+        """Raise when nothing may change now (a cancel, an order group's trigger or reset).
 
         Raises:
             ErrorReply: 400 in an exchange pause (a trading pause allows cancels).
@@ -147,11 +155,13 @@ class BookControl:
 
     def put_group_trigger(self, params: dict[str, str], query: str, body: bytes) -> dict[str, Any]:
         """``PUT .../trigger``: cancel the group's resting orders, refuse new ones until reset."""
+        self.pauses.refuse_changes()
         self.trigger_group(self.order_groups.find(params["order_group_id"]))
         return {}
 
     def put_group_reset(self, params: dict[str, str], query: str, body: bytes) -> dict[str, Any]:
         """``PUT .../reset``: the group takes orders again."""
+        self.pauses.refuse_changes()
         self.order_groups.reset(params["order_group_id"])
         return {}
 
@@ -191,7 +201,7 @@ class BookControl:
         """Cancel each order of a ``BatchCancelOrdersV2Request``; the V2 response (an order that
         is not resting gets ``reduced_by`` 0 and an ``error``, as published)."""
         order_ids = parse_batch_cancel(body)
-        self.pauses.refuse_cancelling()
+        self.pauses.refuse_changes()
         by_order_id = {order.order_id: order for order in self.book.values()}
         answers: list[dict[str, Any]] = []
         for order_id in order_ids:

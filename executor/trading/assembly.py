@@ -235,7 +235,7 @@ async def open_order_path(
         writer = client.rest
         cancels = keeper.source(Source.CANCEL)
         guard = book_guard(
-            settings.exchange, writer, reconciler, cancels, group, kill_switch, telemetry
+            settings.exchange, writer, reconciler, cancels, group, kill_switch, telemetry, halts
         )
         account = AccountState()
         stream_state = StreamState()

@@ -18,11 +18,14 @@ from executor.exchange.book.offline_reset import reset_on_exchange
 from executor.exchange.halts import ExchangeHalts
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.fire.path import OrderPath
+from executor.runtime.kill_switch import KillSwitch
 from executor.signer import KalshiSigner
 from executor.trading.assembly import order_path_factory
 from executor.wire.client import connect
 from tests.service.test_audit_trail import WAIT_S, query, wake
+from tests.service.test_book_guard import guard_of, rest_three, resting
 from tests.service.test_book_guard import settings_for as book_guard_settings
+from tests.service.test_book_guard import start as start_with_switch
 from tests.support.inprocess import RunningServer, start_server
 
 ORDER = "/trade-api/v2/portfolio/events/orders"
@@ -187,3 +190,39 @@ async def test_a_pause_refusal_rereads_the_status_and_the_poll_resumes_fires(
     ]
     statistics = running.server.statistics()
     assert (statistics.refused_paused, statistics.dispatch_errors) == (1, 1)
+
+
+async def test_the_switchs_cancels_go_out_in_a_trading_pause_and_wait_out_an_exchange_pause(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    fake_exchange: FakeExchange,
+    fake_credentials: FakeCredentials,
+) -> None:
+    """Three orders rest; the exchange paused (heard from an order's refusal): the engaged
+    switch sends no cancel while it lasts; the pause turned into a trading pause (cancels
+    allowed) and read by the poll, the three are cancelled."""
+    book = BookSettings(cancel_order_on_pause=False)  # the orders rest on through the pause
+    running = await start_with_switch(
+        nursery, short_dir, fake_exchange, fake_credentials, book=book
+    )
+    await rest_three(running, fake_exchange)
+    halts = halts_of(running)
+    fake_exchange.set_pause("exchange")
+    await fire_and_wait(running, "refused", 4)  # its 400 says paused: the status is read
+    with trio.fail_after(WAIT_S):
+        while halts.exchange_active:  # noqa: ASYNC110
+            await trio.sleep(0.01)
+    KillSwitch(short_dir / "halt").engage("operator halt")
+    guard = guard_of(running)
+    looked = guard.looks
+    with trio.fail_after(WAIT_S):
+        while guard.looks < looked + 3:  # noqa: ASYNC110
+            await trio.sleep(0.02)
+    assert resting(fake_exchange) == 3
+    assert not any(request.method == "DELETE" for request in fake_exchange.received)
+    fake_exchange.set_pause("trading")
+    with trio.fail_after(WAIT_S):
+        while resting(fake_exchange):  # noqa: ASYNC110
+            await trio.sleep(0.05)
+    await running.shutdown()
+    assert running.server.statistics().cancels_sent == 3

@@ -16,6 +16,11 @@ them). The guard makes the exchange hold the same line, in one task beside the a
 - **an orderly shutdown** with ``--cancel-resting-on-exit``: the resting orders are cancelled
   (:meth:`BookGuard.cancel_at_exit`, after the fires are done, before telemetry closes).
 
+The exchange's pauses (``executor.exchange.halts``): a trading pause allows cancels, so they go
+out; an exchange pause refuses everything, so the engaged switch's cancels and the group's
+trigger or reset wait for it to end (the first look after it acts) rather than be spent on
+certain refusals, one ERROR line each look.
+
 The guard looks every ``LOOK_INTERVAL_S`` and at once when :meth:`BookGuard.notify` is called
 (every audit-trail transition calls it, through :meth:`BookGuard.hear_audit`); a trigger or reset
 the exchange refused is asked again at the next look, a cancel at most once per order per
@@ -40,6 +45,7 @@ from executor.exchange.book.cancels import BookWriter, cancel_resting
 from executor.exchange.book.order_group import OrderGroup
 from executor.exchange.follow.reconcile import Reconciler
 from executor.exchange.follow.reconcile_terms import OrderRowSink
+from executor.exchange.halts import ExchangeHalts
 from executor.recording.audit_trail import AuditTransition
 from executor.recording.order_terms import GOOD_TILL_CANCELED
 from executor.recording.rows import OrderRow
@@ -81,6 +87,8 @@ class BookGuard:
         audit: the audit trail's state, or None (never unavailable).
         cancel_on_engage: cancel resting orders when the switch engages.
         trigger_on_engage: trigger the group when the switch engages.
+        halts: the exchange's halts; during an exchange pause (no cancel goes through) the
+            cancels wait for it to end rather than be spent; None: never paused.
 
     Attributes:
         cancels_sent / cancels_failed: orders named in batch cancels, and those not cancelled.
@@ -98,8 +106,10 @@ class BookGuard:
         audit: AuditState | None,
         cancel_on_engage: bool,
         trigger_on_engage: bool,
+        halts: ExchangeHalts | None = None,
     ) -> None:
         self._writer = writer
+        self._halts = halts
         self._reconciler = reconciler
         self._sink = sink
         self.group = group
@@ -173,7 +183,10 @@ class BookGuard:
         reason = None if self._kill_switch is None else self._kill_switch.engaged_reason()
         if reason is None:
             self._asked.clear()
-        elif self.cancel_on_engage:
+        if self._halts is not None and not self._halts.exchange_active:
+            self.looks += 1  # nothing goes through in an exchange pause: the look after it acts
+            return
+        if reason is not None and self.cancel_on_engage:  # a trading pause allows cancels
             await self._cancel_new_resting(f"kill switch engaged: {reason}")
         audit_down = self._audit is not None and not self._audit.audit_available
         halt = AUDIT_UNAVAILABLE if audit_down else None
@@ -223,6 +236,7 @@ def book_guard(
     group: OrderGroup | None,
     kill_switch: KillSwitchState | None,
     audit: AuditState | None,
+    halts: ExchangeHalts | None = None,
 ) -> BookGuard:
     """The guard for these settings (what an engage cancels and triggers: the module docstring)."""
     book, resting = exchange.book, exchange.time_in_force == GOOD_TILL_CANCELED
@@ -237,6 +251,7 @@ def book_guard(
         audit=audit,
         cancel_on_engage=cancel_on_engage,
         trigger_on_engage=cancel_on_engage or not resting,
+        halts=halts,
     )
 
 
