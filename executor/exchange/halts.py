@@ -47,6 +47,18 @@ PAUSE_WORDS: Final = ("trading_is_paused", "trading_paused", "exchange_paused", 
 A guess at Kalshi's unpublished codes; a false match costs one status read."""
 
 
+GROUP_HALT_TEXT: Final = "order group {order_group_id} triggered by the exchange"
+"""A fire refused while the exchange has the group triggered: its ``rejected`` row's text."""
+PAUSE_TEXT: Final = "{kind} paused by the exchange"
+"""A fire refused in a pause (``trading`` or ``exchange``): its row's text, then the estimated
+resume time in parentheses when the status gives one."""
+HALT_ROW_PATTERNS: Final = {
+    "refused_order_group": "order group % triggered by the exchange",
+    "refused_paused": "% paused by the exchange%",
+}
+"""SQL ``LIKE`` patterns of the two texts above (``executor stats`` counts the rows by them)."""
+
+
 class RefusalSign(enum.Enum):
     """What an order's refusal says of the exchange's halts."""
 
@@ -110,15 +122,15 @@ class ExchangeHalts:
         """The refusal's reason while the exchange has the group triggered, else None."""
         if self.group_tripped_by is None:
             return None
-        return f"order group {self.order_group_id} triggered by the exchange"
+        return GROUP_HALT_TEXT.format(order_group_id=self.order_group_id)
 
     def trading_pause(self) -> str | None:
         """The refusal's reason while the exchange pauses trading, else None."""
         if not self.paused:
             return None
-        kind = "exchange paused" if not self.exchange_active else "trading paused"
+        kind = "exchange" if not self.exchange_active else "trading"
         until = "" if self.resume_time is None else f" (estimated resume {self.resume_time})"
-        return f"{kind} by the exchange{until}"
+        return PAUSE_TEXT.format(kind=kind) + until
 
     # ------------------------------------------------------------ the sources
 
@@ -197,8 +209,11 @@ class ExchangeHalts:
 
 
 __all__ = [
+    "GROUP_HALT_TEXT",
     "GROUP_RESUME_HINT",
+    "HALT_ROW_PATTERNS",
     "ORDER_GROUP_TRIGGERED_CODE",
+    "PAUSE_TEXT",
     "PAUSE_WORDS",
     "ExchangeHalts",
     "RefusalSign",

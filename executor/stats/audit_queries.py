@@ -1,5 +1,6 @@
 """Reading the audit tables for ``executor stats``: ``orders_fired`` by status, with its top
-errors and what reconciliation and adoption left in it, and the ``heartbeats``.
+errors, what reconciliation and adoption left in it and the fires the exchange's halts refused,
+and the ``heartbeats``.
 
 Called by ``executor.stats.queries.build_report`` inside its one read transaction, on the
 read-only connection it opened; a table the file lacks is never asked about here.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Final
 
+from executor.exchange.halts import HALT_ROW_PATTERNS
 from executor.recording.order_terms import (
     ADOPTED_MESSAGE,
     CANCELLED_AT_SHUTDOWN,
@@ -44,6 +46,27 @@ def read_orders(connection: sqlite3.Connection, since_ms: int | None) -> dict[st
         "by_status": by_status,
         "top_errors": [{"error_message": message, "count": count} for message, count in top],
         "reconciliation": _read_reconciliation(connection, where, params),
+        "exchange_halts": _read_halts(connection, where, params),
+    }
+
+
+def _read_halts(connection: sqlite3.Connection, where: str, params: list[Any]) -> dict[str, Any]:
+    """Real fires refused before sending because the exchange had the order group triggered or
+    trading paused (``executor.exchange.halts``), and when the last one was (epoch ms, or None).
+    """
+    prefix = f"{where} {'AND' if where else 'WHERE'}"
+    group, paused = HALT_ROW_PATTERNS["refused_order_group"], HALT_ROW_PATTERNS["refused_paused"]
+    (by_group, by_pause, last_ms) = connection.execute(
+        "SELECT COUNT(*) FILTER (WHERE error_message LIKE ?),"
+        " COUNT(*) FILTER (WHERE error_message LIKE ?),"
+        " MAX(requested_at_ms) FILTER (WHERE error_message LIKE ? OR error_message LIKE ?)"
+        f" FROM orders_fired {prefix} status = 'rejected'",
+        [group, paused, group, paused, *params],
+    ).fetchone()
+    return {
+        "refused_order_group": int(by_group),
+        "refused_paused": int(by_pause),
+        "last_refused_at_ms": last_ms,
     }
 
 

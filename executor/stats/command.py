@@ -113,6 +113,13 @@ def render_text(report: Report) -> str:
                 "  reconciliation: "
                 + " ".join(f"{name}={count}" for name, count in reconciliation.items())
             )
+        halts = orders.get("exchange_halts") or {}
+        if halts.get("last_refused_at_ms") is not None:
+            lines.append(
+                f"  exchange halts: refused_order_group={halts['refused_order_group']} "
+                f"refused_paused={halts['refused_paused']} "
+                f"(last {_iso(halts['last_refused_at_ms'])})"
+            )
         for error in orders["top_errors"]:
             lines.append(f"  {error['count']:>8}  {error['error_message']}")
     if report.heartbeats is None:

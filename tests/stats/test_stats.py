@@ -253,6 +253,11 @@ def test_orders_and_heartbeats_when_the_tables_exist(
             "open": 5,  # the accepted rows: the exchange has not said how they ended
             "adopted": 0,
         },
+        "exchange_halts": {
+            "refused_order_group": 0,
+            "refused_paused": 0,
+            "last_refused_at_ms": None,
+        },
     }
     (beat,) = document["heartbeats"]
     assert (beat["process"], beat["pid"], beat["queue_depth"], beat["dropped_rows"]) == (
