@@ -41,11 +41,14 @@ import trio
 
 from executor.config.settings import ExchangeSettings
 from executor.decide.decision import KillSwitchState
-from executor.exchange.book.cancels import BookWriter, cancel_resting
+from executor.exchange.book.cancels import MAX_BATCH_CANCEL, BookWriter, cancel_resting
 from executor.exchange.book.order_group import OrderGroup
 from executor.exchange.follow.reconcile import Reconciler
 from executor.exchange.follow.reconcile_terms import OrderRowSink
 from executor.exchange.halts import ExchangeHalts
+from executor.exchange.messages import BATCH_CANCEL_PATH
+from executor.exchange.protocols import RESOLUTION_TIMEOUT_S
+from executor.exchange.rest import READ_TIMEOUT_S
 from executor.recording.audit_trail import AuditTransition
 from executor.recording.order_terms import GOOD_TILL_CANCELED
 from executor.recording.rows import OrderRow
@@ -56,9 +59,11 @@ LOOK_INTERVAL_S: Final = 0.5
 """Seconds between looks at the switch and the audit trail: an engage reaches the exchange within
 the switch's own cache time (1 s by default) plus this. Reading the switch costs microseconds."""
 
-EXIT_CANCEL_TIMEOUT_S: Final = 5.0
-"""Longest the shutdown's cancels may take (seconds, shielded): a batch or two and their rows;
-the order budget of DISPATCH.md §5 for each, with room. A guess."""
+EXIT_CANCEL_TIMEOUT_S: Final = READ_TIMEOUT_S + RESOLUTION_TIMEOUT_S
+"""Longest the shutdown's cancels may take (seconds, shielded): one batch cancel at its whole
+request budget, then its rows. A batch starts only while a request's whole budget is left
+(``READ_TIMEOUT_S``), so the deadline never cuts a cancel mid-request; orders beyond what fits
+stay on the book for the next start. Adds to the stop time with ``--cancel-resting-on-exit``."""
 
 GROUP_OPEN_WAIT_S: Final = 2 * LOOK_INTERVAL_S
 """Longest a real fire waits for the group's reset once no halt holds (seconds): the look that
@@ -121,6 +126,7 @@ class BookGuard:
         self.cancels_failed = 0
         self.looks = 0
         self._asked: set[str] = set()
+        self._told: set[str] = set()  # rows without an exchange id, logged once per engagement
         self._reset_on_release = False
         self._wake = trio.Event()
         self._looked = trio.Event()
@@ -183,6 +189,7 @@ class BookGuard:
         reason = None if self._kill_switch is None else self._kill_switch.engaged_reason()
         if reason is None:
             self._asked.clear()
+            self._told.clear()
         if self._halts is not None and not self._halts.exchange_active:
             self.looks += 1  # nothing goes through in an exchange pause: the look after it acts
             return
@@ -209,15 +216,30 @@ class BookGuard:
         """Cancel every resting order followed (``--cancel-resting-on-exit``), bounded.
 
         Cancellation: shielded for at most ``EXIT_CANCEL_TIMEOUT_S`` (the shutdown that calls it is
-        itself a cancellation); what is not done by then stays on the book for the next start.
+        itself a cancellation, or a sibling task's failure); a batch starts only while its whole
+        request budget is left, and what is not done stays on the book for the next start.
         """
-        with trio.move_on_after(EXIT_CANCEL_TIMEOUT_S, shield=True):
-            await self._cancel(list(self._reconciler.followed.values()), "executor shutdown")
+        rows = list(self._reconciler.followed.values())
+        size = self._writer.limits.items_per_batch("DELETE", BATCH_CANCEL_PATH, MAX_BATCH_CANCEL)
+        with trio.move_on_after(EXIT_CANCEL_TIMEOUT_S, shield=True) as budget:
+            for start in range(0, len(rows), size):
+                if budget.deadline - trio.current_time() < READ_TIMEOUT_S:
+                    log.warning(
+                        "exit cancels out of time: the rest stay on the book for the next start",
+                        left=len(rows) - start,
+                    )
+                    return
+                await self._cancel(rows[start : start + size], "executor shutdown")
 
     async def _cancel_new_resting(self, reason: str) -> None:
+        """Cancel the followed orders not asked about in this engagement. A row without an
+        exchange id (its order in flight, of unknown outcome) cannot be named: it is passed on,
+        and so logged, once; it is cancelled at the look that finds it with an id."""
         followed = self._reconciler.followed.values()
         rows = [row for row in followed if row.client_order_id not in self._asked]
+        rows = [row for row in rows if row.kalshi_order_id or row.client_order_id not in self._told]
         self._asked.update(row.client_order_id for row in rows if row.kalshi_order_id)
+        self._told.update(row.client_order_id for row in rows if not row.kalshi_order_id)
         await self._cancel(rows, reason)
 
     async def _cancel(self, rows: list[OrderRow], reason: str) -> None:
