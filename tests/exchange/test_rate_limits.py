@@ -124,16 +124,19 @@ async def test_without_the_account_limits_the_basic_tier_is_assumed_with_a_warni
 
 
 async def test_a_waiting_order_goes_before_a_cancel_that_waited_longer(
-    autojump_clock: trio.testing.MockClock,
+    mock_clock: trio.testing.MockClock,
 ) -> None:
-    """A cancel's tokens are taken behind every waiting order: drained bucket, a cancel waits
-    first, an order arrives later, and the order is served first; reads never wait on writes."""
-    limits = RateLimits(ApiLimits("basic", BucketLimit(100, 100), BucketLimit(10, 10)))
+    """A cancel's tokens are taken behind every waiting order: drained bucket, a cancel starts
+    waiting (its 4 tokens due at 0.4 s), an order arrives at 0.1 s (its 10 due at 1 s), and at
+    0.45 s the cancel still waits although its tokens are there; the order is served at 1 s, the
+    cancel after it; reads never wait on writes. The clock moves only when the test moves it."""
+    costs = {("DELETE", BATCHED): 2}
+    limits = RateLimits(ApiLimits("t", BucketLimit(100, 100), BucketLimit(10, 10), costs=costs))
     await limits.write.acquire(10)
     served: list[str] = []
 
     async def cancel() -> None:
-        await limits.take("DELETE", BATCH_CANCEL_PATH, items=5)  # 10 tokens: 5 orders x 2
+        await limits.take("DELETE", BATCH_CANCEL_PATH, items=2)  # 4 tokens: 2 orders x 2
         served.append("cancel")
 
     async def order() -> None:
@@ -143,10 +146,16 @@ async def test_a_waiting_order_goes_before_a_cancel_that_waited_longer(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(cancel)
         await trio.testing.wait_all_tasks_blocked()
+        mock_clock.jump(0.1)
         nursery.start_soon(order)
         await trio.testing.wait_all_tasks_blocked()
         await limits.take("GET", ORDERS_PATH)  # the read bucket is untouched by both
         served.append("read")
+        for step_s, expected in ((0.35, ["read"]), (0.6, ["read", "order"])):
+            mock_clock.jump(step_s)
+            await trio.testing.wait_all_tasks_blocked()
+            assert served == expected
+        mock_clock.jump(0.5)
     assert served == ["read", "order", "cancel"]
 
 
