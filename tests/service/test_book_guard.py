@@ -242,7 +242,14 @@ async def test_a_real_fire_just_after_a_release_waits_for_the_reset_and_fills(
     running = await start(
         nursery, short_dir, fake_exchange, fake_credentials, time_in_force="fill_or_kill"
     )
-    switch = KillSwitch(short_dir / "halt")
+    await release_and_fire(running, short_dir, fake_exchange)
+    assert running.server.statistics().order_group_triggered == 0
+
+
+async def release_and_fire(running: RunningServer, directory: Path, exchange: FakeExchange) -> None:
+    """Engage the switch, wait for the group's trigger, release it and send a real wake at once;
+    wait until its row says filled, stop the executor: the fake took exactly that one order."""
+    switch = KillSwitch(directory / "halt")
     switch.engage("operator halt")
     with trio.fail_after(WAIT_S):
         while not guard_of(running).group_triggered:  # noqa: ASYNC110
@@ -256,9 +263,8 @@ async def test_a_real_fire_just_after_a_release_waits_for_the_reset_and_fills(
             ]:
                 await trio.sleep(0.02)
     await running.shutdown()
-    statuses = [request.status for request in fake_exchange.received if request.path == ORDER]
+    statuses = [request.status for request in exchange.received if request.path == ORDER]
     assert statuses == [201]
-    assert running.server.statistics().order_group_triggered == 0
 
 
 async def test_cancel_on_exit_empties_the_book_at_an_orderly_shutdown(

@@ -16,9 +16,14 @@ from executor.config.book import BookSettings
 from executor.fake.account import error_body
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.runtime.kill_switch import KillSwitch
-from executor.wire.client import connect
-from tests.service.test_audit_trail import WAIT_S, query, wake
-from tests.service.test_book_guard import ORDER, guard_of, rest_three, resting, start
+from tests.service.test_audit_trail import WAIT_S
+from tests.service.test_book_guard import (
+    guard_of,
+    release_and_fire,
+    rest_three,
+    resting,
+    start,
+)
 
 
 def fail_first(
@@ -93,19 +98,5 @@ async def test_a_held_fire_waits_past_a_refused_first_reset_and_fills(
         nursery, short_dir, fake_exchange, fake_credentials, time_in_force="fill_or_kill"
     )
     resets = fail_first(fake_exchange, monkeypatch, "/reset")
-    switch = KillSwitch(short_dir / "halt")
-    switch.engage("operator halt")
-    with trio.fail_after(WAIT_S):
-        while not guard_of(running).group_triggered:  # noqa: ASYNC110
-            await trio.sleep(0.01)
-    switch.release()
-    async with connect(running.socket_path) as client:
-        assert (await client.request(wake("held"))).status == "accepted"
-        with trio.fail_after(WAIT_S):
-            while query(running.db_path, "SELECT status FROM orders_fired") != [  # noqa: ASYNC110
-                ("filled",)
-            ]:
-                await trio.sleep(0.02)
-    await running.shutdown()
+    await release_and_fire(running, short_dir, fake_exchange)
     assert resets == [503, 200]
-    assert [request.status for request in fake_exchange.received if request.path == ORDER] == [201]
