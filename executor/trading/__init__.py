@@ -5,6 +5,7 @@ the in-process fake when asked); ``assembly`` builds the rest of the order path 
 (reconciliation, the stream, the book guard, warm start, pollers, the heartbeat) and takes it
 down in order; ``counters`` gathers the order path's counters from the objects that keep them;
 ``kill_command`` is ``executor killswitch`` (the switch file, and the kill carried to the
-exchange). May import every layer below the service; never ``executor.server`` or the command
+exchange); ``group_command`` is ``executor group reset`` (resuming after the exchange triggered
+the order group). May import every layer below the service; never ``executor.server`` or the command
 line.
 """
