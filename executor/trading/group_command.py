@@ -12,13 +12,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import NoReturn
 
 from executor.config.variables import ConfigError
 from executor.runtime.exit_codes import EXIT_FAILURE, EXIT_OK
 from executor.trading.kill_command import real_exchange
-
-PROG: Final = "executor group"
 
 
 class _UsageError(Exception):
@@ -33,7 +31,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> _Parser:
     parser = _Parser(
-        prog=PROG,
+        prog="executor group",
         description="Reset this installation's order group on the exchange (after the exchange "
         "triggered it: a running executor hears the reset on its stream and sends again).",
     )
@@ -57,14 +55,14 @@ def group_main(argv: list[str]) -> int:
     try:
         args = parser.parse_args(argv)
     except _UsageError as error:
-        print(f"{PROG}: {error}", file=sys.stderr)
+        print(f"{parser.prog}: {error}", file=sys.stderr)
         return EXIT_FAILURE
     except SystemExit as leaving:  # --help
         return EXIT_OK if leaving.code is None else int(leaving.code)
     try:
         settings, signer = real_exchange(args, "the group is reset on the exchange")
     except ConfigError as error:
-        print(f"{PROG}: {error}", file=sys.stderr)
+        print(f"{parser.prog}: {error}", file=sys.stderr)
         return EXIT_FAILURE
     import trio  # the exchange's imports only once the command is known to be usable
 

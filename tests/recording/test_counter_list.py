@@ -53,6 +53,7 @@ GAUGES: frozenset[str] = frozenset(
         "trio_executor_order_group_triggered",
         "trio_executor_orders_open",
         "trio_executor_foreign_orders",
+        "trio_executor_trading_paused",
         "trio_executor_telemetry_channel_depth",
         "trio_executor_telemetry_audit_unavailable",
         "trio_executor_telemetry_order_rows_owed",
@@ -130,7 +131,7 @@ def test_each_metric_carries_its_value_and_its_own_help() -> None:
 def test_a_counter_added_to_the_list_shows_in_the_exit_line_and_the_metrics() -> None:
     """Two entries added to a list reach the exit line's end and the metrics, help and kind."""
     statistics = ExtendedStatistics(brand_new=7, brand_new_level=3, frames=2)
-    assert statistics.exit_line().endswith(" adopted=0 brand_new=7 brand_new_level=3")
+    assert statistics.exit_line().endswith(" trading_paused=0 brand_new=7 brand_new_level=3")
     assert statistics.brand_new == 7
     metrics = {metric.name: metric for metric in counter_metrics(statistics, "p")}
     assert isinstance(metrics["p_brand_new"], CounterMetricFamily)
@@ -207,6 +208,7 @@ def test_the_composition_root_gathers_every_order_path_counter_from_its_owner() 
         "stream_orders_applied": 17,
         "stream_connected": 1,
         "stream_reconnects": 18,
+        "trading_paused": 0,
     }
 
 

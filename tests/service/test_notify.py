@@ -251,13 +251,15 @@ def test_a_served_executor_notifies_in_order(
         assert starting[0] == "STATUS=starting the in-process fake exchange"
         assert starting[1].startswith("STATUS=pre-warming the exchange client (https://")
         assert starting[2:] == [
-            "STATUS=reading the account's rate limits, creating this run's order group",
+            "STATUS=reading the account's rate limits",
             "STATUS=starting the signing-ahead worker process",
             "STATUS=starting the shadow signing worker process",
             "STATUS=opening the telemetry database",
             "STATUS=starting the order path",
             "STATUS=reconciling the orders earlier runs left unresolved",
             "STATUS=warm-starting the risk gate from orders_fired",
+            "STATUS=finding or creating this installation's order group",
+            "STATUS=reading the exchange's status (a trading or exchange pause)",
             "STATUS=polling the account (balance, positions)",
             "STATUS=connecting the exchange's stream (fills, order updates)",
         ]

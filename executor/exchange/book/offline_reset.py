@@ -30,6 +30,7 @@ BUDGET_S: Final = 30.0
 with room; past it the command gives up with one line rather than hang a shell."""
 
 PROG: Final = "executor group"
+"""The command's name, at the head of its error lines."""
 
 
 def _fail(text: str) -> int:
@@ -72,4 +73,4 @@ async def reset_on_exchange(settings: Settings, signer: KalshiSigner, db_path: P
     return EXIT_OK
 
 
-__all__ = ["BUDGET_S", "reset_on_exchange"]
+__all__ = ["BUDGET_S", "PROG", "reset_on_exchange"]
