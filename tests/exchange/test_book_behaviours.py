@@ -143,19 +143,18 @@ class Followed:
     def __init__(self, rows: list[OrderRow]) -> None:
         self.followed = {row.client_order_id: row for row in rows}
 
-    def follow(self, row: OrderRow, cause: str | None = None) -> None:
-        if row.status is OrderStatus.ACCEPTED:
-            self.followed[row.client_order_id] = row
 
-
-def engaged_guard(tmp_path: Path, writer: CountingWriter, followed: Followed) -> BookGuard:
-    """A guard with an engaged switch that cancels on engage and has no group."""
+def engaged_guard(
+    tmp_path: Path, writer: CountingWriter, followed: Followed, sink: CollectedRows | None = None
+) -> BookGuard:
+    """A guard with an engaged switch that cancels on engage and has no group; its cancelled
+    rows go to ``sink``."""
     switch = KillSwitch(tmp_path / "halt", ttl_s=0)
     switch.engage("test")
     return BookGuard(
         writer,
         cast(Reconciler, followed),
-        CollectedRows(),
+        sink or CollectedRows(),
         group=None,
         kill_switch=switch,
         audit=None,
@@ -172,7 +171,8 @@ async def test_an_order_that_gets_its_id_after_a_look_is_cancelled_at_a_later_lo
     writer = CountingWriter(RateLimits())
     unnamed = accepted_row("n" * 32, None)
     followed = Followed([unnamed])
-    guard = engaged_guard(tmp_path, writer, followed)
+    sink = CollectedRows()
+    guard = engaged_guard(tmp_path, writer, followed, sink)
     with capture_logs() as logs:
         for _ in range(3):
             await guard.look()
@@ -181,7 +181,9 @@ async def test_an_order_that_gets_its_id_after_a_look_is_cancelled_at_a_later_lo
     followed.followed[unnamed.client_order_id] = dataclasses.replace(unnamed, kalshi_order_id="o")
     await guard.look()
     assert writer.items == [1] and guard.cancels_sent == 1
-    assert unnamed.client_order_id not in followed.followed
+    assert [(row.client_order_id, row.status) for row in sink.rows] == [
+        (unnamed.client_order_id, OrderStatus.CANCELED)
+    ]
 
 
 async def test_the_exit_cancels_run_inside_a_cancelled_scope_within_their_deadline(
