@@ -165,7 +165,14 @@ def identity_problems(counters: dict[str, int]) -> list[str]:
     if c["frames"] != c["accepted"] + c["rejected"]:
         problems.append(f"frames {c['frames']} != accepted + rejected")
     # The order path's refusals (DISPATCH.md §1); absent from older and C++ exit lines.
-    refused = ("refused_volume", "refused_risk", "refused_permission")
+    refused = (
+        "refused_volume",
+        "refused_risk",
+        "refused_permission",
+        "refused_audit",
+        "refused_order_group",
+        "refused_paused",
+    )
     fires = c["fired"] + c["refused_price"] + c["refused_kill_switch"]
     fires += sum(c.get(key, 0) for key in refused)
     if delivered != fires:
