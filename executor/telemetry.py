@@ -110,8 +110,8 @@ class Telemetry:
         """Append a real order's pending row (its record's fields,
         ``executor.exchange.orders.rows.pending_record``) to the intent journal: one
         ``os.write``, before the order's first byte leaves (the one file-system call the order
-        path makes between the decision and the send; measured in docs/RESULTS.md). Without a
-        journal, nothing.
+        path makes between the decision and the send; measured in docs/performance/notebook/).
+        Without a journal, nothing.
 
         Raises:
             JournalWriteError: the record could not be written (counted in

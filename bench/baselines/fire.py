@@ -11,7 +11,7 @@ rate-limit token (real fires), timestamps, signs **on the event loop** with
 Deliberately absent (confounds the benchmark names): no risk gate, no sizing (the fixed contract
 count), no audit rows. aiohttp builds its request inside ``post()``, after the ``sent`` stamp.
 
-The ``wire`` stamp (BENCHMARK.md, 2026-12-01) is taken right after aiohttp's own
+The ``wire`` stamp (docs/performance/plan/, 2026-12-01) is taken right after aiohttp's own
 ``transport.write`` of the request's bytes returned: :func:`install_wire_stamp` wraps the two
 methods through which aiohttp's stream writer hands bytes to the transport, and stamps the
 ``OrderStamps`` that the fire put in a context variable (aiohttp's write task inherits the fire

@@ -1,9 +1,9 @@
 """The interpreter's floor on the frames side: this executor's per-frame code, without Trio.
 
 Benchmark only, and not an executor: no kill switch, no exchange, no fire path beyond the
-decision, no shutdown grace. It answers one question of issue 24 (docs/BENCHMARK.md, addendum "the
-interpreter's floor"): of the gap between ``executor serve`` and the C++ port at saturation, how
-much is the per-frame work the protocol asks for, done in Python, and how much is what Trio and
+decision, no shutdown grace. It answers one question of issue 24 (docs/performance/plan/, addendum
+"the interpreter's floor"): of the gap between ``executor serve`` and the C++ port at saturation,
+how much is the per-frame work the protocol asks for, done in Python, and how much is what Trio and
 the service's structure add around it.
 
 What it runs per frame is this executor's own code, called the way the connection loop calls it:

@@ -4,7 +4,7 @@ Every wake carries ``recv_ns``, this client's ``time.perf_counter_ns()`` taken a
 "received the market event", just before it builds the wake, and this host's ``clock_domain``, so
 the executor can measure ``detect_fire`` (its ``sent`` stamp minus ``recv_ns``) on one clock.
 
-Phases, on one connection (docs/BENCHMARK.md, addendum 2026-11-30):
+Phases, on one connection (docs/performance/plan/, addendum 2026-11-30):
 
 - quiet: warm-up shadow and real wakes, then kept shadow and real wakes interleaved; each waits for
   its ack, then a pause long enough for its fire to be over (``SHADOW_GAP_S``, ``REAL_GAP_S``);

@@ -7,8 +7,8 @@ patches, then runs the real ``executor.cli.main``. Run beside the unpatched exec
     python -m bench --fire-only \\
         --executors "trio,uvloop,cmd:.venv/bin/python -m bench.experiments.variants idle-lane serve"
 
-so that RESULTS.md can say what a change to the fire path would buy, measured in the same run,
-before anyone changes the executor. Variants:
+so that docs/performance/notebook/ can say what a change to the fire path would buy, measured in the
+same run, before anyone changes the executor. Variants:
 
 - ``idle-lane``: the shadow lane takes a queued shadow order only when every other task is blocked
   (``trio.testing.wait_all_tasks_blocked``), so reading, acking and real fires always go first.
@@ -52,7 +52,7 @@ before anyone changes the executor. Variants:
   around ``Telemetry.record_intent``: the whole of what it adds to ``detect_wire``, since it never
   awaits) appended, one integer of ns a line, to the file ``$TIMED_INTENT_OUT`` names, at exit.
 - ``pipelined-writer`` was here until the consumer adopted it (executor/recording/consumer.py,
-  2026-12-01): its A/B is in docs/RESULTS.md.
+  2026-12-01): its A/B is in docs/performance/notebook/.
 """
 
 from __future__ import annotations

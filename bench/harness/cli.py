@@ -61,9 +61,9 @@ from the frames sent is an error (non-zero exit). Prints one line per configurat
 and span (median across runs, with min/median/max across runs; n; warm-up; runs),
 then the ratios of each executor's wake_recv and roundtrip median p50 to trio's.
 Writes summary.csv, samples.csv, machine.txt and (with matplotlib) cdf.png to --out
-and appends to --history. The plan and its confounds: docs/BENCHMARK.md.
+and appends to --history. The plan and its confounds: docs/performance/plan/.
 
---burst: the burst scenario (BENCHMARK.md addendum 2026-11-30). Clients burst-asyncio
+--burst: the burst scenario (docs/performance/plan/ addendum 2026-11-30). Clients burst-asyncio
 and burst-uvloop (the reference poller's shape on each loop) enqueue warmup+iterations
 wakes back to back, sleep(0) between enqueues, never waiting for an ack; wake_send =
 enqueue -> drain returned. Prints and writes burst.csv (p50/p90/p99/max, deepest queue,
@@ -78,14 +78,14 @@ with one real wake in the middle. Spans order_build, sign, dispatch_send,
 dispatch_ack, detect_fire (client recv_ns -> executor's sent stamp), read from
 the executor's own rows; the client column carries the kind (fire:shadow,
 fire:real, burst:shadow, burst:real). Also writes fire-cdf.png; fire rows are
-not appended to --history. See docs/BENCHMARK.md, addendum 2026-11-30.
+not appended to --history. See docs/performance/plan/, addendum 2026-11-30.
 
 --placement unpinned,pinned (default both): each executor is run as is and pinned
 (its process on CPU 1, every client process on CPU 0, set before exec like
 taskset), interleaved in every run; a pinned executor's name ends in @pinned.
 --saturation: clients pipelining 64-frame writes for --seconds, one connection flat
 out and four connections at --saturation-rate (40,000) frames/s in all; acked/s, rows/s, drops
-(saturation.csv). See docs/BENCHMARK.md, addendum 2026-12-01.
+(saturation.csv). See docs/performance/plan/, addendum 2026-12-01.
 --background-load N: N processes spinning on the CPUs from before the first run until
 after the last, in every mode; named in the output and machine.txt (contention as
 a configuration, issue 24)."""
@@ -200,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="N processes spinning (a pure-Python busy loop, unpinned) during every run of the"
         " invocation, named in the output and machine.txt (0)",
     )
-    fire = parser.add_argument_group("fire path (docs/BENCHMARK.md, addendum 2026-11-30)")
+    fire = parser.add_argument_group("fire path (docs/performance/plan/, addendum 2026-11-30)")
     fire.add_argument("--fire", action="store_true", help="add the fire-path scenarios")
     fire.add_argument(
         "--fire-only", action="store_true", help="run only the fire-path scenarios (no latency)"

@@ -69,8 +69,9 @@ class FakeExchangeProcess:
         A pinned run puts the fake with the clients, off the executor's CPU: it stands in for an
         exchange on another machine, so its work answering an order must not run where the
         executor's next line would (measured: with the fake free to run there, one real order in
-        five waited 1.3-2.6 ms inside its own ``send``, docs/RESULTS.md 2026-12-02). Affinity is per
-        thread, so every thread it has now is moved; threads it starts later inherit the mask.
+        five waited 1.3-2.6 ms inside its own ``send``, docs/performance/notebook/ 2026-12-02).
+        Affinity is per thread, so every thread it has now is moved; threads it starts later inherit
+        the mask.
         """
         mask = cpus or frozenset(os.sched_getaffinity(0))
         task_dir = f"/proc/{self._process.pid}/task"

@@ -5,7 +5,7 @@ on ``EXECUTOR_CPU`` only and every client process on ``CLIENT_CPU`` only, set in
 it ``exec``s (what ``taskset -c`` does), so every thread and process they start inherits it. The
 same for every executor (the C++ port has no ``--cpu`` flag); ``executor serve --cpu`` is measured
 as its own ``cmd:`` executor. A pinned configuration's executor name carries ``PINNED_SUFFIX``, so
-``summary.csv`` and friends keep their columns (docs/BENCHMARK.md, addendum 2026-12-01).
+``summary.csv`` and friends keep their columns (docs/performance/plan/, addendum 2026-12-01).
 """
 
 from __future__ import annotations

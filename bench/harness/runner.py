@@ -37,9 +37,9 @@ CLIENT_SPANS: Final = {
 """The span each client kind measures from outside (the executor always adds ``wake_recv``)."""
 
 BURST_CLIENTS: Final = (*BURST_KINDS, *REFERENCE_KINDS)
-"""Clients that enqueue every frame back to back instead of one at a time (BENCHMARK.md addenda
-2026-11-30 and 2026-12-01); they also report the deepest queue and the burst's frames/s, and the
-reference kinds the wakes their queue dropped (``lost``)."""
+"""Clients that enqueue every frame back to back instead of one at a time (docs/performance/plan/
+addenda 2026-11-30 and 2026-12-01); they also report the deepest queue and the burst's frames/s, and
+the reference kinds the wakes their queue dropped (``lost``)."""
 
 DEFAULT_BURST_CLIENTS: Final = BURST_KINDS
 """What ``--burst`` runs unless ``--clients`` says otherwise (the pre-registered pair)."""

@@ -4,7 +4,7 @@ The burst clients' samples go to ``summary.csv`` / ``samples.csv`` like every sp
 ``burst-asyncio`` and ``burst-uvloop``); this module adds what only a burst has (the tail's max,
 the deepest queue, the burst's frame rate, and for the reference-policy clients the wakes their
 queue dropped) and the one-connection flat-out throughput that goes
-with it (BENCHMARK.md, addendum 2026-11-30).
+with it (docs/performance/plan/, addendum 2026-11-30).
 """
 
 from __future__ import annotations

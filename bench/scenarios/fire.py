@@ -7,7 +7,7 @@ while its arithmetic still runs. A fire client (``bench.clients.fire``) sends th
 shadow-burst phases; the executor's own ``latency_events`` stage rows are read back and become
 ``Series`` whose ``client`` is the kind (``fire:shadow``, ``fire:real``, ``burst:shadow``,
 ``burst:real``) and whose ``span`` is exactly the stage name; the comparisons printed from them are
-``bench.reports.fire``'s. Method and spans: docs/BENCHMARK.md, addendum 2026-11-30.
+``bench.reports.fire``'s. Method and spans: docs/performance/plan/, addendum 2026-11-30.
 """
 
 from __future__ import annotations

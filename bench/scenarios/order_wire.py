@@ -1,6 +1,6 @@
 """A/B of the order connection's TLS stream: the stdlib non-blocking socket vs ``trio.SSLStream``.
 
-Experiment, not product (docs/RESULTS.md, 2026-12-01). One fake exchange process
+Experiment, not product (docs/performance/notebook/, 2026-12-01). One fake exchange process
 (``python -m executor.fake``); in this process, per round and per variant, one connection opened
 and handshaken, ``--warmup`` orders discarded and ``--orders`` kept, rounds interleaved and the
 variant order rotated. Both variants send the same template bytes and parse with h11; only the

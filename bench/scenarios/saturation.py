@@ -1,11 +1,10 @@
 """The saturation scenario: clients pipelining 64-frame writes; acks/s, rows/s and drops.
 
-Two loads per executor and run (docs/BENCHMARK.md, addendum 2026-12-01): one connection flat out,
-and four connections at ``RELIABILITY_RATE`` frames/s in all (or the rate asked for:
-``--saturation-rate``; issue 24's contention target offers 20,000 under two CPU hogs). The
-figure that matters is whether the telemetry kept up: rows committed per second, and acked frames
-that ended without a row (drops, counted by the executor and checked against the table by
-``run_rate``).
+Two loads per executor and run (docs/performance/plan/, addendum 2026-12-01): one connection flat
+out, and four connections at ``RELIABILITY_RATE`` frames/s in all (or the rate asked for:
+``--saturation-rate``; issue 24's contention target offers 20,000 under two CPU hogs). The figure
+that matters is whether the telemetry kept up: rows committed per second, and acked frames that
+ended without a row (drops, counted by the executor and checked against the table by ``run_rate``).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ them shadow, started over the last 24 h, lognormal durations; 1 % ``sign`` rows)
 the report ``--repeat`` times for each of: the full report, ``--since 1h``, ``--stage wake_recv``
 and ``--stage sign``, both in-process (the reads and the percentiles) and as a separate
 ``python -m executor stats`` process (adding interpreter start and imports), and prints the min
-and median of each with the load average. The figure in docs/RESULTS.md comes from here.
+and median of each with the load average. The figure in docs/performance/notebook/ comes from here.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """A/B of the stream's WebSocket client: trio-websocket (the product) vs wsproto over the order
 path's TLS. ``python -m bench.scenarios.stream_client``.
 
-Experiment, not product (docs/RESULTS.md, 2026-12-02). Issue 22 asks for "a well-kept Trio-native
-client: trio-websocket, or wsproto on the order path's TLS code; measure and say why". One
-server process (``bench.scenarios.stream_server``: TLS, the fake's certificate, the exchange's
+Experiment, not product (docs/performance/notebook/, 2026-12-02). Issue 22 asks for "a well-kept
+Trio-native client: trio-websocket, or wsproto on the order path's TLS code; measure and say why".
+One server process (``bench.scenarios.stream_server``: TLS, the fake's certificate, the exchange's
 ``fill`` and ``user_order`` messages); in this process, per round and per variant:
 
 - ``trio-websocket``: :func:`executor.exchange.stream.client.open_stream`, the product as it runs

@@ -1,8 +1,8 @@
 """From a resting order's fill on the fake to its row and the risk gate, by the stream alone.
 ``python -m bench.scenarios.stream_lag``.
 
-Experiment, not product (docs/RESULTS.md, 2026-12-02). Issue 22's test reads "a resting order
-filled on the fake reaches its row and the risk gate within 100 ms, with the account poll
+Experiment, not product (docs/performance/notebook/, 2026-12-02). Issue 22's test reads "a resting
+order filled on the fake reaches its row and the risk gate within 100 ms, with the account poll
 disabled"; the suite proves the path (``tests/service/test_stream_e2e.py``) and asserts no time.
 Here the executor's own order path (``executor.trading.assembly.open_order_path``: its stream on,
 the account poll held off for an hour after its first poll, telemetry committing to SQLite, the

@@ -3,9 +3,9 @@
 Real fires are rare, and the executor sleeps between them. After a sleep of ~150 ms the machine
 runs the order's path from cold caches: the real decision takes ~150 µs where the same call made
 again at once takes ~9, and a TLS encryption or a loopback ``send`` 4-27x its hot time (measured in
-docs/RESULTS.md, 2026-12-04, "a real order's path after a sleep"). With an interval set, a task
-*rehearses* the most recent real wake once per interval in which no real wake came: the wake is
-encoded and decoded again, decided again, and the order's intent-record fields and body are built
+docs/performance/notebook/, 2026-12-04, "a real order's path after a sleep"). With an interval set,
+a task *rehearses* the most recent real wake once per interval in which no real wake came: the wake
+is encoded and decoded again, decided again, and the order's intent-record fields and body are built
 again (``FirePath.rehearse``), and everything is thrown away. A rehearsal draws no
 ``client_order_id``, records no risk-gate attempt, writes no row and no file, sends nothing and
 counts nothing but itself; it runs on the event loop like any frame, so a wake that arrives during

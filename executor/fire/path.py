@@ -25,7 +25,7 @@ with a pass through the scheduler between them, by default in a worker process
 (``executor.exchange.orders.sign_worker``: a signature holds the GIL, and on the loop it would stall
 every connection); signed on the loop instead (``--shadow-signing loop``), a real fire task waits
 behind at most one shadow signature, never a queue of them (measured by ``python -m
-bench.scenarios.shadow_lane``; docs/RESULTS.md). With signatures made ahead
+bench.scenarios.shadow_lane``; docs/performance/notebook/). With signatures made ahead
 (``executor.exchange.orders.presign``), a shadow fire that finds a spare one is finished inside the
 offer, with no signing left to defer. Real fires never enter the lane: they take a presigned
 signature or sign in their own task, and shadow fires take no rate-limit token and open no
@@ -191,7 +191,8 @@ class FirePath:
         dispatcher needs a task of its own: then only the price has been checked (the decision is
         made in that task, by :meth:`fire`), nothing has been counted, and the caller runs
         :meth:`fire` in a task. Starting a task costs more than the fire it would run in these
-        cases (docs/RESULTS.md, 2026-11-30), and a burst of shadow wakes is exactly these cases.
+        cases (docs/performance/notebook/, 2026-11-30), and a burst of shadow wakes is exactly these
+        cases.
 
         Cancellation: never checkpoints.
         """

@@ -9,9 +9,9 @@ adoption pass when it is back, and an exchange order group may be triggered on t
 transitions. Listeners run on the Trio thread, synchronously, in the consumer's task: they must
 not block (start a task, set an event).
 
-The rules (docs/OPERATIONS.md, "No audit trail, no trading"): a batch in which every order or
-heartbeat row was refused and none of either kind was written makes the trail unavailable; the
-next batch that writes one makes it available again.
+The rules (docs/operations/kill-switch-and-book.md, "No audit trail, no trading"): a batch in which
+every order or heartbeat row was refused and none of either kind was written makes the trail
+unavailable; the next batch that writes one makes it available again.
 
 Rows the database refused **for a reason that may pass** (a full disk, a read-only or immutable
 file, a lock held past the timeout) are *owed*, not dropped (issue 21, item 4): each is appended

@@ -15,9 +15,10 @@ owns it and takes batches from a queue, at most ``BATCHES_IN_FLIGHT`` at a time;
 back to the Trio thread with ``run_sync_soon`` and is counted there. So the next batch is ready
 the moment the writer finishes one, without a ``to_thread`` round trip through a busy loop per
 batch. At saturation the writer is still asleep about half the time, mostly waiting for the GIL;
-its drops and what this bought are in docs/RESULTS.md (2026-12-01). The drain and the close use
-``trio.to_thread.run_sync`` per call under the same limiter. Moving a connection between threads
-is safe with SQLite built thread-safe (CPython's build is), provided no two threads use it at once.
+its drops and what this bought are in docs/performance/notebook/ (2026-12-01). The drain and the
+close use ``trio.to_thread.run_sync`` per call under the same limiter. Moving a connection between
+threads is safe with SQLite built thread-safe (CPython's build is), provided no two threads use it
+at once.
 
 A batch whose commit fails is rolled back and retried row by row; a row that still fails is
 dropped, counted (``dropped_write_failed``) and reported by a rate-limited warning. An order row
@@ -55,7 +56,8 @@ BATCH_LINGER_S: Final = 0.010
 """How long the consumer waits for more rows when a batch is not full yet (seconds). Committing
 each row the moment it arrives costs the event loop a worker-thread round trip per wake, right
 when the next wake may be arriving; waiting 10 ms caps commits at ~100/s. Measured in
-docs/RESULTS.md (``--telemetry-linger 0`` restores commit-at-once). Rows land <= 10 ms later."""
+docs/performance/notebook/ (``--telemetry-linger 0`` restores commit-at-once). Rows land <= 10 ms
+later."""
 
 BATCHES_IN_FLIGHT: Final = 2
 """Batches handed to the writer thread and not yet counted (batches): one being written, one

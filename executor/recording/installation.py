@@ -59,7 +59,7 @@ def new_prefix() -> str:
 IDS_DRAWN_AHEAD: Final = 2
 """Ids :meth:`ClientOrderIds.take` keeps drawn ahead: one for the next real order, one for a
 second within the same batch; the rest are drawn when needed. Drawing one is a ``getrandom``
-system call and a string, tens of µs on a cold path (docs/RESULTS.md, 2026-12-02)."""
+system call and a string, tens of µs on a cold path (docs/performance/notebook/, 2026-12-02)."""
 
 
 class ClientOrderIds:

@@ -20,7 +20,7 @@ counts it, never raises.
 
 What is durable: a record survives the process (it is in the page cache once ``os.write``
 returns); it is **not** fsynced, so a power cut or a kernel crash may lose the records written
-since the kernel last wrote the file back (docs/OPERATIONS.md, "What survives a crash").
+since the kernel last wrote the file back (docs/design/durability.md, "What survives a crash").
 
 Growth is bounded: the journal remembers which of its records the database does not have yet
 (``outstanding``, the latest record per ``client_order_id``); once a row of that order is
@@ -31,8 +31,9 @@ whole). Start-up replays what an earlier run left (``executor.recording.journal_
 then starts the file empty.
 
 Every call here is a system call on a local file, made on the Trio thread: an append is one
-``os.write`` of a few hundred bytes (the cost issue 21 budgets, measured in docs/RESULTS.md);
-compaction is rare (once per ~200 orders) and touches only the outstanding records.
+``os.write`` of a few hundred bytes (the cost issue 21 budgets, measured in
+docs/performance/notebook/); compaction is rare (once per ~200 orders) and touches only the
+outstanding records.
 """
 
 from __future__ import annotations

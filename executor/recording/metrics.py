@@ -78,8 +78,8 @@ LATENCY_BUCKETS_S: Final = (
     1.0,
     2.5,
 )
-"""Histogram bucket bounds (seconds). wake_recv sits near 30-100 us (docs/RESULTS.md) and a real
-dispatch near 10-500 ms, so the buckets run from 10 us to 2.5 s in 1-2.5-5 steps."""
+"""Histogram bucket bounds (seconds). wake_recv sits near 30-100 us (docs/performance/notebook/) and
+a real dispatch near 10-500 ms, so the buckets run from 10 us to 2.5 s in 1-2.5-5 steps."""
 
 STOP_TIMEOUT_S: Final = 2.0
 """Longest the shutdown waits for the endpoint's thread (seconds); its poll interval is 0.5 s."""

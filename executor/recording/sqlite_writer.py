@@ -115,10 +115,10 @@ for a busy event loop (up to the 5 ms switch interval); here the whole run's SQL
 inserting, indexing) happens inside two steps without the GIL, and a batch retakes it four times
 (BEGIN, two INSERTs, COMMIT) instead of about sixteen with the multi-row INSERTs of 128, 64, ...
 rows this replaces. The writer thread's CPU per row is lower too (one thread, 500-row batches:
-6.5-6.7 against 8.1-9.2 µs; docs/RESULTS.md 2026-12-01). ``json_extract`` rather than ``->>``: the
-operator needs SQLite 3.38. ``json_each`` yields an array's elements in order, so rows keep their
-arrival order without an ORDER BY (which cost ~0.8 µs a row; tests/recording/test_json_rows.py
-checks the order)."""
+6.5-6.7 against 8.1-9.2 µs; docs/performance/notebook/ 2026-12-01). ``json_extract`` rather than
+``->>``: the operator needs SQLite 3.38. ``json_each`` yields an array's elements in order, so rows
+keep their arrival order without an ORDER BY (which cost ~0.8 µs a row;
+tests/recording/test_json_rows.py checks the order)."""
 
 _JSON_OPTIONS: Final = orjson.OPT_STRICT_INTEGER
 """An integer past 2**53 is refused (a ValueError: the run is retried row by row and that row

@@ -3,8 +3,8 @@
 ``executor serve`` (``executor.cli``), ``executor killswitch`` (``executor.trading.kill_command``),
 ``executor stats`` and ``executor orders`` (``executor.stats``) and the offline kill
 (``executor.exchange.book.offline_kill``) share these three; a command with a meaning of its own
-(``killswitch status``'s "engaged") names it beside its command. docs/OPERATIONS.md, "Exit status",
-is the reader's table.
+(``killswitch status``'s "engaged") names it beside its command. docs/operations/configuration.md,
+"Exit status", is the reader's table.
 """
 
 from __future__ import annotations

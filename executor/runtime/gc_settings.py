@@ -6,7 +6,7 @@ of those a full one (once enough has survived), which walks every object the pro
 ~55,000 once the service is built (modules, the order path, templates). A frame allocates a few
 containers (the decoded wake, its row, the fire's bookkeeping), so on Python 3.11 a flat out
 connection paid ~1,400 young collections and a dozen full ones in 3 s, each full one a 10-20 ms
-pause of the event loop: measured, docs/RESULTS.md (2026-12-04, issue 24). Python 3.13's
+pause of the event loop: measured, docs/performance/notebook/ (2026-12-04, issue 24). Python 3.13's
 collector ran no full collection in the same test, and there this makes no measured difference.
 
 :func:`settle_heap`, called once the service is built and before its socket is reachable,
@@ -27,8 +27,8 @@ GC_MODES: Final[tuple[GcMode, ...]] = get_args(GcMode)
 
 YOUNG_THRESHOLD: Final = 5_000
 """Net container allocations between young collections (CPython's default is 700, 2,000 since
-3.13). Measured on 3.11 (docs/RESULTS.md, 2026-12-04): with the heap frozen, 5,000 left 14-17
-young collections, 2-4 ms in all, in 3 s of one connection flat out, where the interpreter's
+3.13). Measured on 3.11 (docs/performance/notebook/, 2026-12-04): with the heap frozen, 5,000 left
+14-17 young collections, 2-4 ms in all, in 3 s of one connection flat out, where the interpreter's
 settings ran 1,100-1,400 young and 9-11 full ones, 230-280 ms; 50,000 did no better."""
 
 

@@ -153,7 +153,7 @@ def render_text(database: Path, query: OrderQuery, orders: list[dict[str, Any]] 
 def to_json(
     database: Path, query: OrderQuery, orders: list[dict[str, Any]] | None, now_ms: int
 ) -> dict[str, Any]:
-    """The ``--json`` document (docs/OPERATIONS.md gives its schema)."""
+    """The ``--json`` document (docs/operations/monitoring.md gives its schema)."""
     return {
         "schema": SCHEMA_ID,
         "database": str(database),

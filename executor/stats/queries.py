@@ -83,7 +83,7 @@ class Report:
     """``(started_at_ms, duration_ms)`` per stage; read only for ``--plot``."""
 
     def to_json(self) -> dict[str, Any]:
-        """The stable machine-readable document (docs/OPERATIONS.md gives its schema)."""
+        """The stable machine-readable document (docs/operations/monitoring.md gives its schema)."""
         return {
             "schema": SCHEMA_ID,
             "database": self.database,

@@ -6,9 +6,9 @@ frame already complete behind it (a pipelining peer, which did not wait for this
 to join the next ones, at most ``ACK_JOIN_FRAMES``, sent together once the last of them is encoded.
 A real (non-dry-run) wake's ack is never held: it goes out with the acks joined before it, and it
 ends its batch, so its fire starts as early as a frame sent alone: the frames buffered behind it
-wait for the next batch (before, up to 31 of them were decoded and acked first: docs/RESULTS.md,
-2026-12-04). What each frame's ``wake_recv`` span holds in either case is in
-``executor.wire.connection``'s docstring.
+wait for the next batch (before, up to 31 of them were decoded and acked first:
+docs/performance/notebook/, 2026-12-04). What each frame's ``wake_recv`` span holds in either case
+is in ``executor.wire.connection``'s docstring.
 
 Everything here is synchronous but ``send_short_ack_rest``, the one wait inside a batch.
 """
@@ -37,13 +37,13 @@ MAX_BATCH_FRAMES: Final = 32
 """Most buffered frames handled between two checkpoints (frames). One scheduler pass and one batch
 of rows and fires per this many pipelined frames instead of per frame; at ~10 µs of work a frame,
 another connection waits at most a few hundred µs for its turn. A guess, measured in
-docs/RESULTS.md (2026-11-30)."""
+docs/performance/notebook/ (2026-11-30)."""
 
 ACK_JOIN_FRAMES: Final = 8
 """Most acks of pipelined frames joined into one ``send`` (frames). Eight cuts the system calls of
 a full batch from 32 to 4, most of what joining the whole batch saves, while a joined frame's span
 holds at most seven later frames' decode and ack encoding (~3 µs each) rather than 31. Measured
-against joining whole batches in docs/RESULTS.md (2026-12-01)."""
+against joining whole batches in docs/performance/notebook/ (2026-12-01)."""
 
 _INCOMPLETE: Final = -1
 """``next_complete_frame``: the next frame is not all in the buffer yet."""

@@ -14,14 +14,14 @@ in this order:
    again once ``SHADOW_CHECK_NS`` of starting has passed since the last one, so a frame that
    arrives while they start waits for about that long and one shadow fire, not for all of them (a
    held burst of 100 took ~6 ms to start: a real wake written meanwhile waited that long;
-   docs/RESULTS.md 2026-12-02). Past ``MAX_DEFERRED_SHADOWS`` held, the oldest are started
-   without asking; when the connection's loop ends (whatever ended it), all of them. While
+   docs/performance/notebook/ 2026-12-02). Past ``MAX_DEFERRED_SHADOWS`` held, the oldest are
+   started without asking; when the connection's loop ends (whatever ended it), all of them. While
    **another connection** may have work (its task is ready to run, or its socket holds bytes:
-   ``another_connection_waiting``), the same check, once ``SHADOW_CHECK_NS`` of starting has
-   passed, also hands the loop over: the connection returns to the scheduler (one checkpoint)
-   and then goes on starting, so a real wake that arrives on another connection waits for about
-   one check interval and one shadow fire, not for every shadow this connection holds. The
-   starts past the bound take no turns: at most a batch of them, like the batch itself.
+   ``another_connection_waiting``), the same check, once ``SHADOW_CHECK_NS`` of starting has passed,
+   also hands the loop over: the connection returns to the scheduler (one checkpoint) and then goes
+   on starting, so a real wake that arrives on another connection waits for about one check interval
+   and one shadow fire, not for every shadow this connection holds. The starts past the bound take
+   no turns: at most a batch of them, like the batch itself.
 
 So during a burst of shadow wakes the connection keeps pace with its peer at the price of a
 decode and an ack per frame, and a real wake in the burst waits only for the frames ahead of it

@@ -21,10 +21,10 @@ the one file call before the send, in ``begin`` before the body is built; refuse
 The pending row is queued *after* the request was written (or handed to the fire's task), not
 before the send as DISPATCH.md §4 orders it: the intent record already holds the row where a
 SIGKILL cannot take it, so queuing it first bought nothing, and its queueing (a channel send that
-wakes the telemetry consumer) was on the order's way to the wire (measured in docs/RESULTS.md,
-2026-12-02). DISPATCH.md §1 step 6 allows nothing that touches telemetry between building the order
-and handing the request to the transport: ``_build_and_start`` is that stretch, and a test reads
-its syntax tree to keep it free of telemetry, logging and files.
+wakes the telemetry consumer) was on the order's way to the wire (measured in
+docs/performance/notebook/, 2026-12-02). DISPATCH.md §1 step 6 allows nothing that touches telemetry
+between building the order and handing the request to the transport: ``_build_and_start`` is that
+stretch, and a test reads its syntax tree to keep it free of telemetry, logging and files.
 
 A real order is placed in two halves: :meth:`OrderDispatcher.begin`, which never waits (the risk
 gate's attempt, the ids, the ``pending`` row, the body and, when the transport can without

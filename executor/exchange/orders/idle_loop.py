@@ -6,8 +6,8 @@ order (``executor.exchange.orders.shadow_lane``) and making a spare signature ah
 on a machine with two cores the worker's RSA work (~1 ms a signature) takes the CPU the connection
 tasks, the client and a real order need, and during a burst of wakes that is exactly when they need
 it (measured: a spare refilled after each shadow's take kept the worker busy for a whole burst,
-docs/RESULTS.md 2026-12-02). So that work waits until every task of the loop has been blocked for
-``IDLE_CUSHION_S``, which a burst never allows, within a bound its caller sets.
+docs/performance/notebook/ 2026-12-02). So that work waits until every task of the loop has been
+blocked for ``IDLE_CUSHION_S``, which a burst never allows, within a bound its caller sets.
 
 Trio's ``wait_all_tasks_blocked`` is the scheduler's own "idle" signal; it lives in
 ``trio.testing`` because tests are its usual caller, and it is public API. Importing

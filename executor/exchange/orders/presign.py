@@ -16,13 +16,13 @@ A refill that no real fire is short of (at least ``reserve`` fresh signatures re
 an idle loop (``executor.exchange.orders.idle_loop``), at most ``MAX_IDLE_WAIT_S`` and never so long
 that the newest signature would come within ``max_age_ms / size`` of its age limit: during a burst
 of shadow wakes, each taking a spare, refilling at once kept the worker signing for the whole burst,
-on the cores the connection and the real order in it needed (docs/RESULTS.md 2026-12-02). Below the
-reserve a refill starts at once.
+on the cores the connection and the real order in it needed (docs/performance/notebook/ 2026-12-02).
+Below the reserve a refill starts at once.
 
 While a real order that took a signature is in flight (:meth:`SignaturePool.take` until
 :meth:`SignaturePool.order_done`), refills wait (at most ``MAX_REFILL_PAUSE_S``) unless the pool is
 empty: on a machine with few cores the worker's RSA work would otherwise compete with the order's
-round trip for the CPU (measured: the round trip 14% slower, docs/RESULTS.md 2026-12-01).
+round trip for the CPU (measured: the round trip 14% slower, docs/performance/notebook/ 2026-12-01).
 
 Shadow fires use the same pool, but only above a reserve kept for real fires
 (:meth:`SignaturePool.take_spare`), and they take the *oldest* fresh signature: a burst of

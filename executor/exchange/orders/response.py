@@ -3,10 +3,10 @@
 The order connection (``executor.exchange.orders.connection``) feeds every byte it reads to one
 :class:`ResponseReader` per response and asks it when the response is whole. Nothing here parses
 HTTP by hand: framing (``Content-Length``, chunked encoding), the status line, header syntax and
-keep-alive are llhttp's. Measured on this machine (docs/RESULTS.md, 2026-12-01 "the order's
-round trip"), h11 took ~80 µs of pure Python per order to be told of the request and to parse a
-~300-byte answer, in a hot loop; llhttp takes 1-5 µs. The request is still made from a template
-tested byte for byte against h11's serialisation (``order_template``).
+keep-alive are llhttp's. Measured on this machine (docs/performance/notebook/, 2026-12-01 "the
+order's round trip"), h11 took ~80 µs of pure Python per order to be told of the request and to
+parse a ~300-byte answer, in a hot loop; llhttp takes 1-5 µs. The request is still made from a
+template tested byte for byte against h11's serialisation (``order_template``).
 
 Only what an order needs is kept: the status code, the reason phrase, the body and whether the
 connection may carry another order. An informational (1xx) response is skipped; the final one is

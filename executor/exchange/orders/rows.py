@@ -116,7 +116,7 @@ def pending_record(
     ``row_record_fields(order_row(prepared, policy, PENDING, requested_at_ms))`` gives, made
     without the row. It is the one thing the order path builds before the first byte that the
     row is also made of; the row itself is built after the write (a frozen row of 21 fields is
-    most of the cold cost of ``order_row``, docs/RESULTS.md 2026-12-02)."""
+    most of the cold cost of ``order_row``, docs/performance/notebook/ 2026-12-02)."""
     request = prepared.request
     template = request.template
     tif = policy.time_in_force

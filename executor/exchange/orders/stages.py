@@ -12,7 +12,7 @@ Anchoring: the reference stamps every row at the moment it is recorded. Here eac
 ``started_at_ms``/``ended_at_ms`` is when its span really happened: the perf stamps are turned into
 wall-clock milliseconds through one offset (wall ns minus perf ns) read once, when the order path
 is assembled at start-up (:class:`PerfToWall`). A wall-clock step after start-up shifts rows by
-that step; durations never move (docs/PORT-FIDELITY.md).
+that step; durations never move (docs/design/port-fidelity.md).
 
 The matching engine's clock ([ours]): a V2 order response carries ``ts_ms``, the engine's time
 of the order (the exchange's clock, whole ms). Two derived rows split the round trip at it:

@@ -5,7 +5,7 @@ body and the body's length; method, path, ``Host`` and the static headers never 
 request line and the static headers are bytes made once, and an order's request is four slices
 joined around them (a few µs), where h11 validates and serialises every header on every request
 and httpx first builds its own request and header models (hundreds of µs on this machine,
-docs/RESULTS.md 2026-12-01).
+docs/performance/notebook/ 2026-12-01).
 
 The template is not a second HTTP implementation: its output is tested byte for byte against h11's
 serialisation of the same request (``tests/exchange/test_order_template.py``). The response is
