@@ -189,3 +189,24 @@ async def test_while_the_stream_is_down_the_account_poll_follows_resting_orders(
     orders.untrust()
     await follow_resting()
     assert len(reader.listings_at) == 1 and sinks.fills == [1.0]
+
+
+async def test_a_fill_dated_before_the_reconnects_reconciliation_changes_nothing(
+    sinks: Sinks,
+) -> None:
+    """A maker fill dated after the reconnect's lookup of the order was read but before the
+    reconciliation ended is taken as covered by it: no row change, the gate not told. The
+    negative twin: a fill dated after the reconciliation is applied."""
+    looked_ms = wall_ms() - 60_000  # the lookup's own fence: its word is as of this time
+    reader = LateListing(book_order("0").as_published(), late_s=0.0)
+    reconciler = Reconciler(reader, sinks, fills=sinks, clock=lambda: looked_ms)
+    reconciler.follow(resting_row())
+    orders = StreamedOrders(reconciler, sinks)
+    assert await orders.reconcile_followed()
+    rows_before = list(sinks.rows)
+    await orders.apply(maker_fill("1", looked_ms + 30_000))
+    assert (sinks.fills, sinks.rows, orders.fills_applied) == ([], rows_before, 0)
+    assert reconciler.followed.get(CLIENT_ORDER_ID) == resting_row()
+    await orders.apply(maker_fill("1", wall_ms() + 1_000))
+    assert sinks.fills == [1.0] and orders.fills_applied == 1
+    assert sinks.rows[-1].fill_count == "1.00"
