@@ -8,6 +8,7 @@ or another client would have sent them), and the table is a real telemetry datab
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import trio
@@ -28,9 +29,10 @@ from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.recording.audit_trail import AuditTransition
 from executor.recording.database import close_database, open_database
 from executor.recording.installation import ClientOrderIds, load_installation
+from executor.recording.intent_journal import IntentJournal
 from executor.recording.open_orders import write_corrections
 from executor.recording.recent_orders import load_recent_orders
-from executor.recording.rows import OrderStatus
+from executor.recording.rows import OrderRow, OrderStatus
 from executor.recording.sqlite_writer import write_batch
 from tests.support.orders import TICKER, spec, transport
 from tests.support.rows import order_row
@@ -58,7 +60,7 @@ def place_at(exchange: FakeExchange, at_ms: int, client_order_id: str) -> None:
 def adopter_for(
     client: object,
     db_path: Path,
-    in_flight: frozenset[str] = frozenset(),
+    in_flight: Callable[[], Iterable[str]] = frozenset,
     *,
     since_ms: int | None = None,
 ) -> Adopter:
@@ -73,7 +75,7 @@ def adopter_for(
         self_trade_prevention_type="taker_at_cross",
         run_started_ms=now_ms,
         adopt_since_ms=now_ms - 60_000 if since_ms is None else since_ms,
-        in_flight=lambda: in_flight,
+        in_flight=in_flight,
     )
 
 
@@ -103,7 +105,7 @@ async def test_only_our_orders_without_a_row_are_adopted(
     close_database(connection, db_path)
     collected = CollectedRows()
     async with transport(fake_exchange, fake_credentials) as client:
-        adopter = adopter_for(client, db_path, frozenset({flying}))
+        adopter = adopter_for(client, db_path, lambda: {flying})
         summary = await adopter.adopt(collected)
     assert summary is not None
     assert (summary.listed, summary.foreign) == (6, 2)
@@ -318,3 +320,47 @@ async def test_the_end_of_an_audit_outage_starts_an_adoption_pass(short_dir: Pat
             await lister.asked.wait()
         nursery.cancel_scope.cancel()
     assert lister.listings == 1
+
+
+
+async def adopt_while_running(
+    adopter: Adopter, keeper: LedgerKeeper, gate: AdoptionGate
+) -> list[OrderRow]:
+    """One pass as ``Adopter.serve`` runs it: each row it adopts handed to ``take_adopted``."""
+    collected = CollectedRows()
+    summary = await adopter.adopt(collected)
+    assert summary is not None
+    for row in summary.rows:
+        take_adopted(keeper, gate, row)
+    return collected.rows
+
+
+async def test_an_order_in_flight_is_never_adopted(
+    fake_exchange: FakeExchange, fake_credentials: FakeCredentials, short_dir: Path
+) -> None:
+    """This run's order is on the exchange (filled) while its journal record is outstanding and
+    its row not committed: a pass adopts nothing, so there is no second row and the gate keeps
+    the fire's one attempt and hears of no fill. The negative twin: its record settled but the
+    row lost, the next pass adopts it (a second attempt and the fill)."""
+    db_path = fresh_db(short_dir / "t.db")
+    flying = IDS.mint()
+    pending = order_row(client_order_id=flying, ticker=TICKER)
+    gate = AdoptionGate()
+    gate.record_attempt(TICKER, "yes", 3, 0.42, wall_ms(), "")  # as the fire counts it
+    keeper = LedgerKeeper(CollectedRows(), fills=gate)
+    keeper.track(pending)
+    journal = IntentJournal.open(short_dir / "t.journal")
+    try:
+        journal.append(pending)
+        put_on_book(fake_exchange, flying)
+        async with transport(fake_exchange, fake_credentials) as client:
+            adopter = adopter_for(client, db_path, journal.outstanding)
+            assert await adopt_while_running(adopter, keeper, gate) == []
+            assert (gate.attempts, gate.fills) == ([TICKER], [])
+            assert keeper.row(flying) == pending
+            journal.settle([pending])  # the twin: settled, yet its row was never committed
+            lost = await adopt_while_running(adopter, keeper, gate)
+    finally:
+        journal.close()
+    assert [row.client_order_id for row in lost] == [flying]
+    assert (gate.attempts, gate.fills) == ([TICKER, TICKER], [3.0])
