@@ -3,7 +3,7 @@ socket accepts, and the risk gate's warm start counts it.
 
 Real processes: the stand-alone fake exchange holds an order with this installation's prefix that
 no row records (an earlier run lost it) and another client's order on the same ticker; an
-executor starts on the database.
+executor starts on the database. The risk gate's hold of the adopted fill is read in-process.
 """
 
 from __future__ import annotations
@@ -18,14 +18,19 @@ import pytest
 import trio
 
 from executor.clock import wall_ms
+from executor.decide.risk import RiskLimits
 from executor.exchange.follow.adoption import ADOPTED_MESSAGE
 from executor.exchange.messages import OrderStamps, order_body
 from executor.exchange.orders.transport import ExchangeEndpoint, open_exchange
+from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.recording.database import close_database, open_database
 from executor.recording.installation import load_installation
 from executor.signer import KalshiSigner
+from tests.exchange.test_adoption import fresh_db, put_on_book
+from tests.service.test_book_guard_again import fail_first
+from tests.service.test_fire_e2e import settings_for, start_trading
 from tests.service.test_reconcile_restart import order_rows, real_mode
-from tests.support.orders import spec
+from tests.support.orders import TICKER, spec
 from tests.support.processes import Spawner, exit_counters
 from tests.support.standalone_fake import standalone_fake
 
@@ -84,3 +89,31 @@ def test_start_up_adopts_our_order_without_a_row_and_leaves_another_clients_alon
     assert warm["past_orders"] == 1
     (adoption,) = [line for line in lines if line["event"] == "adoption pass"]
     assert (adoption["adopted"], adoption["foreign_orders"]) == (1, 1)
+
+
+async def test_an_adopted_orders_fill_reaches_the_risk_gate_at_start_up(
+    nursery: trio.Nursery,
+    short_dir: Path,
+    fake_exchange: FakeExchange,
+    fake_credentials: FakeCredentials,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An earlier run's order, 3 contracts filled, has no row, and the start-up account poll
+    cannot read the positions: once serving, the risk gate holds the adopted 3 contracts on the
+    ticker (one more would break a 3-contract limit), learned from the adopted row."""
+    db_path = fresh_db(short_dir / "t.db")
+    installation = load_installation(db_path, wall_ms() - 60_000)  # an earlier run's start
+    put_on_book(fake_exchange, installation.ids.mint())
+    polls = fail_first(fake_exchange, monkeypatch, "/portfolio/positions")  # start-up's poll
+    limits = RiskLimits(max_position_contracts_per_ticker=3)
+    settings = settings_for(fake_exchange, fake_credentials, risk_limits=limits)
+    running = await start_trading(
+        nursery, short_dir, fake_exchange, fake_credentials, settings=settings
+    )
+    orders = running.server._fire_path.orders
+    assert orders is not None and orders.risk is not None
+    refusal = orders.risk.check(TICKER, "no", 0, 1, 0.42, wall_ms(), "")
+    await running.shutdown()
+    assert polls == [503]  # the gate had no positions from the exchange
+    assert [row[3] for row in order_rows(db_path)] == ["3.00"]
+    assert refusal == f"position on {TICKER} would reach 4 contracts (max 3)"
