@@ -145,6 +145,23 @@ def handshake_headers(endpoint: StreamEndpoint) -> list[tuple[bytes, bytes]]:
     ]
 
 
+async def _reader_home(
+    task_status: trio.TaskStatus[tuple[trio.Nursery, trio.CancelScope]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """A nursery for trio-websocket's reader task, and the scope that ends it.
+
+    The scope is shielded so that the reader outlives its owner's cancellation until
+    :func:`open_stream` has closed the connection: the close handshake needs the reader to read
+    the exchange's reply, and a cancelled reader left every stop waiting ``CLOSE_TIMEOUT_S``.
+    :func:`open_stream` always cancels the scope (in ``finally``), so the shield never outlives
+    the connection.
+    """
+    with trio.CancelScope(shield=True) as scope:
+        async with trio.open_nursery() as home:
+            task_status.started((home, scope))
+            await trio.sleep_forever()
+
+
 @asynccontextmanager
 async def open_stream(endpoint: StreamEndpoint) -> AsyncIterator[WebSocketConnection]:
     """One WebSocket connection to the stream, closed (and its socket) on exit.
@@ -169,26 +186,29 @@ async def open_stream(endpoint: StreamEndpoint) -> AsyncIterator[WebSocketConnec
     except (OSError, trio.BrokenResourceError, trio.TooSlowError) as error:
         raise StreamDown(f"cannot connect: {error!r}") from None
     try:
-        async with trio.open_nursery() as reader:
+        async with trio.open_nursery() as nursery:
+            reader, reader_scope = await nursery.start(_reader_home)
             try:
-                with trio.fail_after(CONNECT_TIMEOUT_S):
-                    ws = await wrap_client_stream(
-                        reader,
-                        stream,
-                        host_header,
-                        parts.path or STREAM_PATH,
-                        extra_headers=handshake_headers(endpoint),
-                        message_queue_size=MESSAGE_QUEUE,
-                        max_message_size=MAX_MESSAGE_BYTES,
-                    )
-            except trio.TooSlowError:
-                raise StreamDown(f"no handshake within {CONNECT_TIMEOUT_S:g} s") from None
-            try:
-                yield ws
+                try:
+                    with trio.fail_after(CONNECT_TIMEOUT_S):
+                        ws = await wrap_client_stream(
+                            reader,
+                            stream,
+                            host_header,
+                            parts.path or STREAM_PATH,
+                            extra_headers=handshake_headers(endpoint),
+                            message_queue_size=MESSAGE_QUEUE,
+                            max_message_size=MAX_MESSAGE_BYTES,
+                        )
+                except trio.TooSlowError:
+                    raise StreamDown(f"no handshake within {CONNECT_TIMEOUT_S:g} s") from None
+                try:
+                    yield ws
+                finally:
+                    with trio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
+                        await ws.aclose()
             finally:
-                with trio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
-                    await ws.aclose()
-                reader.cancel_scope.cancel()
+                reader_scope.cancel()
     except* HandshakeError as refused:
         raise StreamDown(f"handshake refused: {refused.exceptions[0]!r}") from None
     except* (trio.BrokenResourceError, OSError) as broken:
