@@ -7,6 +7,8 @@
     python3 dev.py orders [ARGS...]  `executor orders` on the same file: the recent orders
     python3 dev.py test [PYTEST ARGS...]   run the whole test suite (in TEST_WORKERS processes;
                                      with arguments, pytest runs exactly as they say)
+    python3 dev.py test --timing [PYTEST ARGS...]   the same, then the 20 slowest tests, the
+                                     wall time, the CPU time and the machine's load
     python3 dev.py check             ruff + mypy --strict + the documents' strict build
     python3 dev.py docs              build the documents (mkdocs build --strict) into site/
     python3 dev.py bench [ARGS...]   run the benchmark (python -m bench)
@@ -42,9 +44,11 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import resource
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -60,6 +64,35 @@ FRESH_FLAG = "--fresh"
 TEST_WORKERS = 3
 """Processes the whole suite runs in (pytest-xdist): its tests wait on subprocesses and sockets
 more than they compute, so three on two cores took 305 s where one took 551 s (2026-12-02)."""
+
+
+TIMING_FLAG = "--timing"
+"""``dev.py test --timing``: the suite as a benchmark (issue 33), never a timed test."""
+
+SLOWEST_SHOWN = 20
+"""Tests named by ``--timing`` (pytest's ``--durations``): enough to see where the time goes."""
+
+
+def _timed(argv: list[str]) -> int:
+    """Run ``argv`` (a pytest command) with its 20 slowest durations, then print one line with
+    its wall time, CPU time (user + sys of every process it waited for: the workers and the
+    executors the tests start) and the load average before and after (the machine is shared, so
+    the CPU time is the steadier figure)."""
+    load_before = os.getloadavg()[0]
+    usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    status = _run([*argv, f"--durations={SLOWEST_SHOWN}"])
+    wall_s = time.monotonic() - started
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    user_s = usage.ru_utime - usage_before.ru_utime
+    sys_s = usage.ru_stime - usage_before.ru_stime
+    print(
+        f"dev.py: suite timing: wall {wall_s:.1f} s, CPU {user_s + sys_s:.1f} s "
+        f"(user {user_s:.1f} s + sys {sys_s:.1f} s), load average {load_before:.2f} before "
+        f"and {os.getloadavg()[0]:.2f} after on {os.cpu_count()} CPUs, pytest exit {status}",
+        flush=True,
+    )
+    return status
 
 
 def _interpreter_version(python: str) -> str | None:
@@ -297,8 +330,11 @@ def main() -> int:
         return _run([python, "-m", "executor", command, *defaults, *rest], cwd=Path.cwd())
     if command == "test":
         # The whole suite (no arguments) over TEST_WORKERS processes; with arguments, as given.
-        workers = [] if rest else ["-n", str(TEST_WORKERS)]
-        return _run([python, "-m", "pytest", *workers, *rest])
+        timing = rest[:1] == [TIMING_FLAG]
+        pytest_args = rest[1:] if timing else rest
+        workers = [] if pytest_args else ["-n", str(TEST_WORKERS)]
+        argv = [python, "-m", "pytest", *workers, *pytest_args]
+        return _timed(argv) if timing else _run(argv)
     if command == "check":
         return (
             _run([python, "-m", "ruff", "check", "."])
