@@ -35,7 +35,7 @@ import structlog
 
 from executor.exchange.follow.lookup import ExchangeOrder, find_orders
 from executor.exchange.follow.reconcile import MIN_TS_MARGIN_S
-from executor.exchange.follow.reconcile_terms import OrderRowSink
+from executor.exchange.follow.reconcile_terms import CancelNotes, OrderRowSink
 from executor.exchange.messages import BATCH_CANCEL_PATH, ExchangeError
 from executor.exchange.rate_limits import RateLimits
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
@@ -155,6 +155,10 @@ async def cancel_resting(
     for start in range(0, len(named), size):
         batch = named[start : start + size]
         sent += len(batch)
+        if isinstance(sink, CancelNotes):
+            # Before the request: the stream's "canceled" can overtake the batch's answer.
+            for row in batch:
+                sink.note_cancel(row.client_order_id, f"{CANCELED_BY_PREFIX}{reason}")
         try:
             answers = await _cancel_batch(writer, batch)
         except ExchangeError as error:

@@ -130,6 +130,8 @@ class _Entry:
     fence_ms: int = 0
     """The exchange's time of the last total applied: a single fill at or before it is in it."""
     trades: set[str] = field(default_factory=set)
+    cancel_note: str | None = None
+    """Why this executor asked for the order's cancel, for whichever source reports it ended."""
 
 
 def observed_row(row: OrderRow, source: Source = Source.ANSWER) -> Observation:
@@ -146,6 +148,17 @@ def observed_row(row: OrderRow, source: Source = Source.ANSWER) -> Observation:
         error_message=row.error_message,
         row=row,
     )
+
+
+def _ended_by_cancel(row: OrderRow) -> bool:
+    """Whether ``row`` says its order left the book by a cancel: ``canceled``, or ``filled`` in
+    part with nothing left resting (a whole fill was no cancel's doing)."""
+    if row.status is OrderStatus.CANCELED:
+        return True
+    if row.status is not OrderStatus.FILLED or row.remaining_count is None:
+        return False
+    left = decimal_of(row.remaining_count)
+    return left == 0 and decimal_of(row.fill_count) < decimal_of(row.count)
 
 
 def single_fill(row: OrderRow, observation: Observation) -> OrderRow:
@@ -246,6 +259,14 @@ class OrderLedger:
         entry = self._entries.get(client_order_id)
         return Decimal(0) if entry is None else entry.told
 
+    def note_cancel(self, client_order_id: str, message: str) -> None:
+        """This executor is about to cancel the order, for ``message``: whichever source then
+        reports the order ended by a cancel (the cancel's own answer, or the stream's update that
+        can overtake it), its row says so. An order already final, or unknown, keeps its row."""
+        entry = self._entries.get(client_order_id)
+        if entry is not None:
+            entry.cancel_note = message
+
     def finished(self, client_order_id: str) -> bool:
         """Whether the order reached a final state here (nothing more is merged into it)."""
         return client_order_id in self._finished
@@ -305,6 +326,9 @@ class OrderLedger:
             merged = _total(row, observation)
             if observation.exchange_ts_ms is not None:
                 entry.fence_ms = max(entry.fence_ms, observation.exchange_ts_ms)
+        note = entry.cancel_note
+        if note is not None and merged.error_message is None and _ended_by_cancel(merged):
+            merged = dataclasses.replace(merged, error_message=note)
         fill = decimal_of(merged.fill_count)
         new_fill = Decimal(0)
         if fill > entry.told:

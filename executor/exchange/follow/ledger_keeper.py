@@ -165,5 +165,10 @@ class _SourceSink:
         observation = observed_row(row, self.source_name)
         await self.keeper.observe(observation, timeout_s=timeout_s)
 
+    def note_cancel(self, client_order_id: str, message: str) -> None:
+        """A :class:`~executor.exchange.follow.reconcile_terms.CancelNotes`: see
+        :meth:`~executor.exchange.follow.ledger.OrderLedger.note_cancel`."""
+        self.keeper.ledger.note_cancel(client_order_id, message)
+
 
 __all__ = ["LedgerKeeper"]

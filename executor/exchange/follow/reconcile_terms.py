@@ -13,7 +13,7 @@ import dataclasses
 import enum
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from executor.exchange.follow.lookup import ExchangeOrder
 from executor.recording.rows import OrderRow
@@ -23,6 +23,14 @@ class OrderRowSink(Protocol):
     """Where corrected rows go (``executor.telemetry.Telemetry.record_order`` fits)."""
 
     async def record_order(self, row: OrderRow, *, timeout_s: float = ...) -> None: ...
+
+
+@runtime_checkable
+class CancelNotes(Protocol):
+    """An :class:`OrderRowSink` that is told, before a cancel is sent, why this executor cancels
+    an order (the order ledger's: the row then says so whichever source reports the end first)."""
+
+    def note_cancel(self, client_order_id: str, message: str) -> None: ...
 
 
 @dataclass
@@ -113,6 +121,7 @@ def sent_ms(row: OrderRow) -> int:
 
 __all__ = [
     "Answers",
+    "CancelNotes",
     "CollectedRows",
     "FillRecorder",
     "OrderFeed",
