@@ -18,8 +18,8 @@ from executor import __version__, logs
 from executor.config.settings import Settings, add_exchange_arguments, load_settings
 from executor.config.variables import ConfigError, StartupError
 from executor.fire.path import DEFAULT_CONTRACT_COUNT, FirePath
-from executor.recording.metrics import DEFAULT_HOST as METRICS_DEFAULT_HOST
-from executor.recording.metrics import MetricsSetupError, parse_metrics_address
+from executor.recording.counting.metrics import DEFAULT_HOST as METRICS_DEFAULT_HOST
+from executor.recording.counting.metrics import MetricsSetupError, parse_metrics_address
 from executor.recording.schema import default_telemetry_db
 from executor.runtime.exit_codes import EXIT_FAILURE, EXIT_USAGE
 from executor.runtime.gc_settings import GC_MODES, YOUNG_THRESHOLD

@@ -30,8 +30,8 @@ from executor import logs
 from executor.config.variables import StartupError
 from executor.fire.keep_warm import KeepWarm
 from executor.fire.path import FireOutcome, FirePath, FireRest
-from executor.recording.counters import ServerStatistics
-from executor.recording.metrics import (
+from executor.recording.counting.counters import ServerStatistics
+from executor.recording.counting.metrics import (
     STOP_TIMEOUT_S,
     MetricsEndpoint,
     MetricsSetupError,

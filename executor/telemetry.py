@@ -19,11 +19,11 @@ and ``order_rows_dropped``, and every dropped one is logged with the row, so the
 above is untouched. Heartbeats are counted in neither family.
 
 With an exchange (``intent_journal=True``) the file has an intent journal beside it
-(``executor.recording.intent_journal``): :meth:`Telemetry.record_intent` appends a real order's
-pending row there with one ``os.write`` before the order is sent, so a SIGKILL cannot take it;
-start-up first replays what an earlier run left (``executor.recording.journal_replay``). Rows the
-database refuses while the audit trail is down are kept in the same journal and written when it
-is back (:attr:`Telemetry.audit_trail`: its state, transitions and the rows it is owed).
+(``executor.recording.orders.intent_journal``): :meth:`Telemetry.record_intent` appends a real
+order's pending row there with one ``os.write`` before the order is sent, so a SIGKILL cannot take
+it; start-up first replays what an earlier run left (``executor.recording.orders.journal_replay``).
+Rows the database refuses while the audit trail is down are kept in the same journal and written
+when it is back (:attr:`Telemetry.audit_trail`: its state, transitions and the rows it is owed).
 """
 
 from __future__ import annotations
@@ -41,16 +41,16 @@ import trio
 
 from executor.recording.audit_trail import AuditTrailState
 from executor.recording.consumer import BATCH_LINGER_S, BATCH_MAX_ROWS, TelemetryConsumer
-from executor.recording.counters import TelemetryCounters, TelemetryStatistics
+from executor.recording.counting.counters import TelemetryCounters, TelemetryStatistics
 from executor.recording.database import TelemetryOpenError, database_files, remove_new_files
 from executor.recording.database_lock import DatabaseLock, open_locked_database
-from executor.recording.intent_journal import (
+from executor.recording.orders.intent_journal import (
     IntentJournal,
     JournalWriteError,
     RecordFields,
     journal_path,
 )
-from executor.recording.journal_replay import replay_journal
+from executor.recording.orders.journal_replay import replay_journal
 from executor.recording.rows import (
     HeartbeatRow,
     LatencyRow,

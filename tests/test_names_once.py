@@ -91,10 +91,10 @@ def test_no_constant_or_protocol_of_the_executor_is_written_twice() -> None:
 
 
 def test_the_order_state_words_live_in_the_recording_vocabulary() -> None:
-    """Each order-state word is defined once, in ``executor/recording/order_terms.py``."""
+    """Each order-state word is defined once, in ``executor/recording/orders/terms.py``."""
     found = definitions(PACKAGE_ROOT)
     for name in ORDER_STATE_WORDS:
-        assert [module for module, _ in found[name]] == ["recording/order_terms.py"], name
+        assert [module for module, _ in found[name]] == ["recording/orders/terms.py"], name
 
 
 def test_the_walk_reports_a_name_written_twice_in_a_synthetic_package(tmp_path: Path) -> None:

@@ -137,7 +137,7 @@ def _patch_eager_refill() -> None:
 def _patch_all_before_write() -> None:
     from executor.exchange.orders import dispatcher
     from executor.exchange.orders.rows import order_row
-    from executor.recording.intent_journal import row_record_fields
+    from executor.recording.orders.intent_journal import row_record_fields
     from executor.recording.rows import OrderRowKind
 
     def begin(
@@ -230,7 +230,7 @@ def _patch_timed_intent() -> None:
     import os
     import time
 
-    from executor.recording.intent_journal import RecordFields
+    from executor.recording.orders.intent_journal import RecordFields
     from executor.telemetry import Telemetry
 
     durations: list[int] = []

@@ -3,7 +3,8 @@
 :class:`FakeExchangeProcess` starts it on a free port with a balance no run can spend, reads the
 one JSON line it prints once it serves (:class:`FakeExchangeInfo`: its URL, key id, key and CA
 files), and stops it and removes its credentials on exit. The fire-path runs
-(``bench.scenarios.fire``) and the order-wire A/B (``bench.scenarios.order_wire``) both point at it.
+(``bench.scenarios.fire``) and the order-wire A/B (``bench.experiments.order_wire``) both point at
+it.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from typing import Final
 
 from bench.clients.latency import BURST_KINDS
 from bench.clients.reference_burst import REFERENCE_KINDS
+from bench.experiments.components import time_components
 from bench.harness.processes import (
     COMPLETION_TIMEOUT_S,
     BenchError,
@@ -23,7 +24,6 @@ from bench.harness.processes import (
     read_wake_recv_us,
     wait_for_rows,
 )
-from bench.scenarios.components import time_components
 
 CLIENT_SPANS: Final = {
     "blocking": "roundtrip",

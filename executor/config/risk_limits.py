@@ -2,7 +2,7 @@
 
 Data only, read by ``executor.config.settings`` and handed to ``executor.decide.risk.RiskGate``; the
 window lengths the rules count over are here too, so the warm start
-(``executor.recording.recent_orders``) reads the same 24 hours the gate forgets after.
+(``executor.recording.orders.recent_orders``) reads the same 24 hours the gate forgets after.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Pure and synchronous: no file, SQLite, environment or socket of its own, no tele
 logging (``tests/test_layers.py`` checks its imports). What it consults is handed to it: the kill
 switch as a view (``decision.KillSwitchState``; the file is ``executor.runtime.kill_switch``), the
 balance, the audit trail's state, the risk limits (``executor.config``) and the warm start's rows
-(read by ``executor.recording.recent_orders``). May import the foundation, ``executor.config``,
-``executor.recording`` (row types) and ``executor.wire.protocol`` (the wake it decides on);
-nothing from the exchange or service layers.
+(read by ``executor.recording.orders.recent_orders``). May import the foundation,
+``executor.config``, ``executor.recording`` (row types) and ``executor.wire.protocol`` (the wake it
+decides on); nothing from the exchange or service layers.
 """

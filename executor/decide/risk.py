@@ -4,9 +4,9 @@ All state is in memory and kept current as attempts, fills and reconciliations a
 :meth:`RiskGate.check` is arithmetic on a few counters: time-ordered deques hold the 24-hour (and
 one-hour) windows, and running tallies per ticker, event and correlation group move as entries
 enter and leave them. Nothing at fire time reads the database: the warm start's read
-(``executor.recording.recent_orders``) runs once at start-up and :meth:`RiskGate.warm_start` replays
-it. The limits and their environment variables are ``executor.config.risk_limits`` (re-exported
-here, with the warm start's ``PastOrder``, for the gate's callers).
+(``executor.recording.orders.recent_orders``) runs once at start-up and :meth:`RiskGate.warm_start`
+replays it. The limits and their environment variables are ``executor.config.risk_limits``
+(re-exported here, with the warm start's ``PastOrder``, for the gate's callers).
 
 Times are wall-clock milliseconds supplied by the caller. Entries are expected in time order; one
 recorded out of order (the wall clock stepped back) stays in its window a little longer or shorter
@@ -27,7 +27,7 @@ from executor.config.risk_limits import (
     RISK_GATE_ENABLED_ENV,
     RiskLimits,
 )
-from executor.recording.recent_orders import PastOrder
+from executor.recording.orders.recent_orders import PastOrder
 
 
 def event_of(ticker: str) -> str:

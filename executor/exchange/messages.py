@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import orjson
 
-from executor.recording.order_terms import GOOD_TILL_CANCELED
+from executor.recording.orders.terms import GOOD_TILL_CANCELED
 from executor.recording.rows import OrderStatus
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
 
-from executor.recording.intent_journal import RecordFields
+from executor.recording.orders.intent_journal import RecordFields
 from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow
 
 RESOLUTION_TIMEOUT_S: Final = 2.0

@@ -17,7 +17,7 @@ answered), so a fake that outlives the executor can hold an order's answer while
 is killed. ``--listing-lag-s`` makes the orders endpoints (and the user data timestamp) lag the
 book by that many seconds, as Kalshi's may.
 
-Pauses (``executor.fake.book_control.ExchangePauses``): ``--pause trading`` or ``--pause
+Pauses (``executor.fake.book.control.ExchangePauses``): ``--pause trading`` or ``--pause
 exchange`` starts paused, ``--weekly-pause`` follows the published Thursday 03:00-05:00 ET
 trading pause, and SIGUSR1 sent to the running fake toggles a trading pause (``kill -USR1 PID``:
 paused, then resumed), each toggle one line on stderr.

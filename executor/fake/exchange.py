@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from executor.clock import wall_ms
-from executor.fake.account import (
+from executor.fake.book.account import (
     BALANCE_PATH,
     DEFAULT_BALANCE_CENTS,
     ORDER_PATH,

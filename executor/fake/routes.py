@@ -5,7 +5,7 @@ each: ``/trade-api/v2/portfolio/orders/{order_id}``), the account method that an
 success status. :class:`RouteTable` finds the route of a request or says why there is none, in
 the published ``ErrorResponse`` terms the account answers with (404 for an unknown path, 405 for a
 known path asked with another method). Adding an endpoint to the fake is one line in
-``executor.fake.account.ROUTES`` and one method on the account.
+``executor.fake.book.account.ROUTES`` and one method on the account.
 """
 
 from __future__ import annotations

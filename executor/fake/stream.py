@@ -7,7 +7,7 @@ WebSocket handshake with wsproto (``initiate_upgrade_connection``: the request i
 and runs one session: the client's commands (``subscribe``, ``unsubscribe``) answered, a Ping
 with body ``heartbeat`` every ``ping_interval_s`` as Kalshi sends them, the client's Pings
 answered, and the messages of the channels it subscribed to (``executor.fake.stream_messages``),
-made from every :class:`~executor.fake.account.BookEvent` the account announces, so a fill or a
+made from every :class:`~executor.fake.book.account.BookEvent` the account announces, so a fill or a
 cancel made any way reaches the stream.
 
 Fault modes, set on the hub by a test (or a person driving the fake): ``accepting = False``
@@ -41,7 +41,7 @@ from wsproto.events import (
 )
 
 from executor.clock import wall_ms
-from executor.fake.account import BookEvent
+from executor.fake.book.account import BookEvent
 from executor.fake.stream_messages import (
     ALREADY_SUBSCRIBED,
     CHANNELS_REQUIRED,

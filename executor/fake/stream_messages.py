@@ -1,8 +1,8 @@
 """What the fake exchange's stream says, without I/O: book changes as WebSocket API v2 messages.
 
-The fake's stream (``executor.fake.stream``) turns every :class:`~executor.fake.account.BookEvent`
-into the messages Kalshi publishes for it (``tests/published/kalshi-openapi/asyncapi.yaml``; a
-test validates each against it):
+The fake's stream (``executor.fake.stream``) turns every
+:class:`~executor.fake.book.account.BookEvent` into the messages Kalshi publishes for it
+(``tests/published/kalshi-openapi/asyncapi.yaml``; a test validates each against it):
 
 - an order placed: a ``user_order`` message (its state after placement), preceded by a ``fill``
   message (``is_taker`` true) when it filled at once;
@@ -23,7 +23,7 @@ import uuid
 from decimal import Decimal
 from typing import Any, Final
 
-from executor.fake.orders import BookOrder, iso_time
+from executor.fake.book.orders import BookOrder, iso_time
 
 FAKE_USER_UUID: Final = "0b5e6f3c-2d1a-4e7b-9c8d-7f6a5b4c3d2e"
 """``user_id`` of the fake's one account in stream messages (the published field is a UUID)."""

@@ -8,8 +8,8 @@ from typing import Final, Protocol
 
 from executor.decide.decision import Refusal, RefusalKind
 from executor.logs import RateLimitedWarning
-from executor.recording.counter_list import ORDER_PATH_OWNERS, SERVER_COUNTERS, Owner
-from executor.recording.counters import CounterValues
+from executor.recording.counting.counter_list import ORDER_PATH_OWNERS, SERVER_COUNTERS, Owner
+from executor.recording.counting.counters import CounterValues
 from executor.wire.protocol import WakeMessage
 
 

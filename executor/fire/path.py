@@ -25,7 +25,7 @@ with a pass through the scheduler between them, by default in a worker process
 (``executor.exchange.orders.sign_worker``: a signature holds the GIL, and on the loop it would stall
 every connection); signed on the loop instead (``--shadow-signing loop``), a real fire task waits
 behind at most one shadow signature, never a queue of them (measured by ``python -m
-bench.scenarios.shadow_lane``; docs/performance/notebook/). With signatures made ahead
+bench.experiments.shadow_lane``; docs/performance/notebook/). With signatures made ahead
 (``executor.exchange.orders.presign``), a shadow fire that finds a spare one is finished inside the
 offer, with no signing left to defer. Real fires never enter the lane: they take a presigned
 signature or sign in their own task, and shadow fires take no rate-limit token and open no
@@ -71,7 +71,7 @@ from executor.exchange.orders.shadow_lane import ShadowJob, ShadowLane
 from executor.exchange.orders.stages import FireStamps, PerfToWall, log_resolution, stage_rows
 from executor.exchange.protocols import OrderSink
 from executor.fire.outcomes import FireCounters, FireOutcome, OrderGroupGate, warn_refusal
-from executor.recording.counter_list import SERVER_COUNTERS, Owner
+from executor.recording.counting.counter_list import SERVER_COUNTERS, Owner
 from executor.recording.rows import row_fields
 from executor.wire.protocol import WakeMessage
 

@@ -15,8 +15,8 @@ unavailable; the next batch that writes one makes it available again.
 
 Rows the database refused **for a reason that may pass** (a full disk, a read-only or immutable
 file, a lock held past the timeout) are *owed*, not dropped (issue 21, item 4): each is appended
-to the intent journal (``executor.recording.intent_journal``) so a kill cannot take it, held here,
-and handed back to the writer at the front of the next batch (:meth:`take_owed`) until it is
+to the intent journal (``executor.recording.orders.intent_journal``) so a kill cannot take it, held
+here, and handed back to the writer at the front of the next batch (:meth:`take_owed`) until it is
 written. A row refused for good (a CHECK or other constraint: a bug upstream; a value SQLite cannot
 bind) is dropped, counted and logged with the row, as before. Owed rows keep their order: an owed
 row that a later row of the same order has overtaken (committed in a batch already handed to the
@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Final
 
 import structlog
 
-from executor.recording.counters import TelemetryCounters
-from executor.recording.intent_journal import IntentJournal, JournalWriteError
+from executor.recording.counting.counters import TelemetryCounters
+from executor.recording.orders.intent_journal import IntentJournal, JournalWriteError
 from executor.recording.rows import OrderRow, OrderStatus, row_fields
 
 if TYPE_CHECKING:

@@ -5,8 +5,8 @@ the task's body. It receives a row, gathers whatever else is already queued (up 
 size), waits up to ``BATCH_LINGER_S`` for more while the batch is not full (never past the
 channel's close), and commits the batch as one transaction in a worker thread
 (``executor.recording.sqlite_writer``). Each row's outcome lands in the shared
-:class:`~executor.recording.counters.TelemetryCounters`, and a write failure in a rate-limited log
-line.
+:class:`~executor.recording.counting.counters.TelemetryCounters`, and a write failure in a
+rate-limited log line.
 
 Thread discipline: one ``sqlite3`` connection, opened with ``check_same_thread=False`` and used by
 one thread at a time, enforced with a ``CapacityLimiter(1)``. While :meth:`TelemetryConsumer.run`
@@ -43,7 +43,7 @@ import structlog
 import trio
 
 from executor.recording.audit_trail import AuditTrailState
-from executor.recording.counters import TelemetryCounters
+from executor.recording.counting.counters import TelemetryCounters
 from executor.recording.database import close_database
 from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow, TelemetryRow, row_fields
 from executor.recording.sqlite_writer import BatchOutcome, write_batch

@@ -12,7 +12,7 @@ import sqlite3
 from typing import Any, Final
 
 from executor.exchange.halts import HALT_ROW_PATTERNS
-from executor.recording.order_terms import (
+from executor.recording.orders.terms import (
     ADOPTED_MESSAGE,
     CANCELLED_AT_SHUTDOWN,
     NO_SUCH_ORDER_PREFIX,

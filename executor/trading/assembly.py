@@ -10,9 +10,9 @@ exists (a refused start leaves no file behind):
 - stage two, :func:`open_order_path`, entered after telemetry is open (and the database proven
   writable) and before the socket is published, left after the fires nursery is done, before
   telemetry closes. In order: this installation's ``client_order_id`` prefix
-  (``executor.recording.installation``), adoption of the orders the exchange has from it with no
-  row (``executor.exchange.follow.adoption``; committed first), reconciliation of the rows earlier
-  runs left open, from as far back as the exchange lists orders
+  (``executor.recording.orders.installation``), adoption of the orders the exchange has from it with
+  no row (``executor.exchange.follow.adoption``; committed first), reconciliation of the rows
+  earlier runs left open, from as far back as the exchange lists orders
   (``executor.exchange.follow.reconcile``; the corrections committed next; the intent journal's rows
   were replayed when telemetry opened), the risk gate's warm start from the corrected
   ``orders_fired`` (a worker thread), the shadow lane (closed and drained at exit) and the pollers
@@ -22,8 +22,8 @@ exists (a refused start leaves no file behind):
   ``executor.exchange.book.guard``, which carries a kill-switch engage or an audit outage to the
   exchange's book, after this installation's order group is found or created and recorded in the
   database, ``executor.exchange.book.run_group``; the exchange's status,
-  ``executor.exchange.status``, read before serving; later adoption passes, also after every
-  audit outage).
+  ``executor.exchange.status``, read before serving; later adoption passes, also after every audit
+  outage).
 
 :class:`OrderPathFactory` is what the server is given: the two stages, in the order it enters them.
 Every start-up failure is one :class:`~executor.config.variables.StartupError` line. Exit order:
@@ -76,9 +76,13 @@ from executor.recording.heartbeat import (
     heartbeat_process_for,
     serve_heartbeats,
 )
-from executor.recording.installation import ClientOrderIds, load_installation
-from executor.recording.open_orders import LIVE_WINDOW_MS, load_open_orders, write_corrections
-from executor.recording.recent_orders import load_recent_orders
+from executor.recording.orders.installation import ClientOrderIds, load_installation
+from executor.recording.orders.open_orders import (
+    LIVE_WINDOW_MS,
+    load_open_orders,
+    write_corrections,
+)
+from executor.recording.orders.recent_orders import load_recent_orders
 from executor.signer import KalshiSigner
 from executor.telemetry import Telemetry, row_fields
 from executor.trading.counters import order_path_counters

@@ -1,11 +1,11 @@
 """Gathering the order path's counters: the one place that knows which object counts what.
 
-``executor.recording.counter_list`` names every counter and its owner; the owners that exist
-only with an exchange (``ORDER_PATH_OWNERS``: reconciliation, the transport, the stream, the book,
-the rate limits, adoption) keep their counts as plain attributes of their own objects. This
-module reads them, so that neither the fire path nor the server imports those rooms to report
-them: the assembly hands :func:`order_path_counters` to the fire path (``OrderPath.counters``),
-and ``FirePath.counters`` reports what it returns beside the fire path's own.
+``executor.recording.counting.counter_list`` names every counter and its owner; the owners that
+exist only with an exchange (``ORDER_PATH_OWNERS``: reconciliation, the transport, the stream, the
+book, the rate limits, adoption) keep their counts as plain attributes of their own objects. This
+module reads them, so that neither the fire path nor the server imports those rooms to report them:
+the assembly hands :func:`order_path_counters` to the fire path (``OrderPath.counters``), and
+``FirePath.counters`` reports what it returns beside the fire path's own.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from bench.baselines.fire import (
 from bench.baselines.rowwriter import RowWriter, open_database
 from bench.clients.fire import FirePlan, fire_cid, interleaved, phase_of, run_plan
 from bench.clients.frames import wake_message
+from bench.experiments.order_wire import main as order_wire_main
 from bench.experiments.variants import VARIANTS
 from bench.experiments.variants import main as variants_main
 from bench.harness.cli import main
@@ -48,7 +49,6 @@ from bench.scenarios.fire import (
     series_of,
     wait_for_fire_rows,
 )
-from bench.scenarios.order_wire import main as order_wire_main
 from executor.clock import clock_domain
 from executor.config.book import MAX_ORDER_GROUP_CONTRACTS_LIMIT
 from executor.decide.risk import RiskGate, RiskLimits
@@ -62,7 +62,7 @@ from executor.exchange.orders.transport import (
     order_body,
 )
 from executor.fake.exchange import FakeCredentials, FakeExchange, serve_fake_exchange
-from executor.recording.intent_journal import journal_path, read_journal, row_record_fields
+from executor.recording.orders.intent_journal import journal_path, read_journal, row_record_fields
 from executor.signer import KalshiSigner
 from executor.telemetry import Telemetry
 from executor.wire import session

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.scenarios.stream_client import VARIANTS
-from bench.scenarios.stream_client import main as stream_client_main
+from bench.experiments.stream_client import VARIANTS
+from bench.experiments.stream_client import main as stream_client_main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,7 +57,7 @@ def test_the_stream_lag_run_stamps_every_fill_in_order(tmp_path: Path) -> None:
     and keeps, per fill, the gate, queued and committed stamps and the product's stream_row
     lag; the risk gate is told at the ledger's merge, before the row is queued (a write cut
     short cannot lose it), and both before the commit."""
-    command = [sys.executable, "-m", "bench.scenarios.stream_lag", "--runs", "1"]
+    command = [sys.executable, "-m", "bench.experiments.stream_lag", "--runs", "1"]
     command += ["--samples", "2", "--out", str(tmp_path)]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -13,7 +13,7 @@ import trio
 
 from executor.config.risk_limits import DAY_MS, HOUR_MS, RISK_ENV_VARS, RiskLimits
 from executor.decide.risk import RiskGate, event_of
-from executor.recording.recent_orders import PastOrder, load_recent_orders
+from executor.recording.orders.recent_orders import PastOrder, load_recent_orders
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 from tests.support.rows import order_row, running_telemetry
 

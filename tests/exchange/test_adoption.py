@@ -28,10 +28,10 @@ from executor.exchange.messages import order_body
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.recording.audit_trail import AuditTransition
 from executor.recording.database import close_database, open_database
-from executor.recording.installation import ClientOrderIds, load_installation
-from executor.recording.intent_journal import IntentJournal
-from executor.recording.open_orders import write_corrections
-from executor.recording.recent_orders import load_recent_orders
+from executor.recording.orders.installation import ClientOrderIds, load_installation
+from executor.recording.orders.intent_journal import IntentJournal
+from executor.recording.orders.open_orders import write_corrections
+from executor.recording.orders.recent_orders import load_recent_orders
 from executor.recording.rows import OrderRow, OrderStatus
 from executor.recording.sqlite_writer import write_batch
 from tests.support.orders import TICKER, spec, transport

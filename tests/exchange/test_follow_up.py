@@ -17,7 +17,7 @@ from executor.clock import wall_ms
 from executor.exchange.follow.follow_up import FOLLOW_BACKOFF_MAX_POLLS, FollowedOrders
 from executor.exchange.follow.lookup import ABSENCE_MARGIN_MS
 from executor.exchange.follow.reconcile import Reconciler
-from executor.recording.order_terms import NO_SUCH_ORDER_PREFIX, RECONCILED_PREFIX
+from executor.recording.orders.terms import NO_SUCH_ORDER_PREFIX, RECONCILED_PREFIX
 from executor.recording.rows import OrderStatus
 from tests.exchange.test_lookups import LISTED_FILL, NO_WAIT, ScriptedReader, unknown_row
 from tests.exchange.test_reconcile import Rows

@@ -18,8 +18,8 @@ from executor.exchange.messages import INTENT_NOT_RECORDED
 from executor.exchange.orders.dispatcher import OrderDispatcher
 from executor.exchange.orders.rows import order_row
 from executor.fire.path import FireOutcome
-from executor.recording.installation import ClientOrderIds
-from executor.recording.intent_journal import JournalWriteError
+from executor.recording.orders.installation import ClientOrderIds
+from executor.recording.orders.intent_journal import JournalWriteError
 from executor.recording.rows import OrderRow, OrderStatus
 from tests.support.inprocess import make_wake
 from tests.support.order_fakes import FakePlacer, StartingPlacer, order_harness

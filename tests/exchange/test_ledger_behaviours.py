@@ -28,8 +28,8 @@ from executor.exchange.messages import USER_DATA_TIMESTAMP_PATH, ExchangeError
 from executor.exchange.stream.client import poll_unless_streaming
 from executor.exchange.stream.messages import StreamFill
 from executor.exchange.stream.orders import StreamedOrders, StreamFeed
-from executor.fake.orders import iso_time
-from executor.recording.order_terms import OUTCOME_UNKNOWN_PREFIX
+from executor.fake.book.orders import iso_time
+from executor.recording.orders.terms import OUTCOME_UNKNOWN_PREFIX
 from executor.recording.rows import OrderRowKind, OrderStatus
 from tests.exchange.test_stream_orders import (
     CLIENT_ORDER_ID,

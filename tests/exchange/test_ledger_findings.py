@@ -32,11 +32,11 @@ from executor.exchange.messages import USER_DATA_TIMESTAMP_PATH
 from executor.exchange.orders.transport import ExchangeClient
 from executor.exchange.rate_limits import RateLimits
 from executor.exchange.stream.orders import StreamedOrders
+from executor.fake.book.orders import iso_time
 from executor.fake.exchange import FakeCredentials, FakeExchange
-from executor.fake.orders import iso_time
 from executor.recording.database import open_database
-from executor.recording.intent_journal import IntentJournal, journal_path
-from executor.recording.journal_replay import replay_journal
+from executor.recording.orders.intent_journal import IntentJournal, journal_path
+from executor.recording.orders.journal_replay import replay_journal
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 from executor.recording.sqlite_writer import write_batch
 from tests.exchange.test_cancels import rest

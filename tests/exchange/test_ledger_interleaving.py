@@ -28,7 +28,7 @@ from executor.exchange.follow.ledger import (
     observed_row,
     rank_of,
 )
-from executor.recording.order_terms import OUTCOME_UNKNOWN_PREFIX
+from executor.recording.orders.terms import OUTCOME_UNKNOWN_PREFIX
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 from tests.support.rows import order_row
 

@@ -28,10 +28,10 @@ from executor.exchange.messages import USER_DATA_TIMESTAMP_PATH, ExchangeError
 from executor.exchange.orders.transport import ORDERS_PATH, OrderStamps, order_body
 from executor.exchange.stream.client import poll_unless_streaming
 from executor.exchange.stream.orders import StreamedOrders
+from executor.fake.book.orders import iso_time
 from executor.fake.exchange import FakeCredentials, FakeExchange
-from executor.fake.orders import iso_time
-from executor.recording.open_orders import LIVE_WINDOW_MS
-from executor.recording.order_terms import (
+from executor.recording.orders.open_orders import LIVE_WINDOW_MS
+from executor.recording.orders.terms import (
     NO_SUCH_ORDER_PREFIX,
     OUTCOME_UNKNOWN_PREFIX,
     RECONCILED_PREFIX,

@@ -19,9 +19,9 @@ from executor.clock import wall_ms
 from executor.exchange.follow.reconcile import Reconciler
 from executor.exchange.messages import USER_DATA_TIMESTAMP_PATH
 from executor.exchange.orders.dispatcher import OrderPolicy, order_status
-from executor.fake.orders import iso_time
+from executor.fake.book.orders import iso_time
 from executor.fire.path import FireOutcome
-from executor.recording.order_terms import (
+from executor.recording.orders.terms import (
     NO_SUCH_ORDER_PREFIX,
     OUTCOME_UNKNOWN_PREFIX,
     RECONCILED_PREFIX,

@@ -23,8 +23,8 @@ from executor.exchange.orders.dispatcher import OrderDispatcher, OrderPolicy
 from executor.exchange.orders.stages import FireStamps
 from executor.exchange.orders.transport import ORDERS_PATH, RetryPolicy, open_exchange
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault
-from executor.recording.open_orders import load_open_orders, write_corrections
-from executor.recording.order_terms import OUTCOME_UNKNOWN_PREFIX
+from executor.recording.orders.open_orders import load_open_orders, write_corrections
+from executor.recording.orders.terms import OUTCOME_UNKNOWN_PREFIX
 from executor.recording.rows import OrderRow, OrderStatus
 from executor.signer import KalshiSigner
 from tests.support.inprocess import fake_endpoint

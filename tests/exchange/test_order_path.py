@@ -22,7 +22,7 @@ from executor.exchange.orders.connection import OrderConnection
 from executor.exchange.orders.dispatcher import OrderPolicy, order_status
 from executor.exchange.orders.transport import ExchangeError
 from executor.fire.path import FireOutcome
-from executor.recording.order_terms import CANCELLED_AT_SHUTDOWN
+from executor.recording.orders.terms import CANCELLED_AT_SHUTDOWN
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 from executor.runtime.kill_switch import KillSwitch
 from executor.wire.protocol import WakeMessage

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from executor.decide.order_request import FireRequest, OrderTemplate
 from executor.exchange.orders.rows import OrderPolicy, PreparedOrder, order_row, pending_record
-from executor.recording.installation import IDS_DRAWN_AHEAD, ClientOrderIds
-from executor.recording.intent_journal import decode_record, frame_record, row_record_fields
+from executor.recording.orders.installation import IDS_DRAWN_AHEAD, ClientOrderIds
+from executor.recording.orders.intent_journal import decode_record, frame_record, row_record_fields
 from executor.recording.rows import OrderRowKind
 
 TEXT = st.text(min_size=0, max_size=40)

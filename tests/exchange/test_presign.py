@@ -12,13 +12,13 @@ import trio.testing
 from structlog.testing import capture_logs
 
 from executor.exchange.messages import ORDER_PATH, OrderSpec, OrderStamps, order_body
-from executor.exchange.orders.idle_loop import IDLE_CUSHION_S
 from executor.exchange.orders.presign import MAX_IDLE_WAIT_S, AsyncSign, SignaturePool
 from executor.exchange.orders.shadow_lane import ShadowJob, ShadowLane
 from executor.exchange.orders.sign_worker import open_process_signer
 from executor.exchange.orders.stages import FireStamps
 from executor.exchange.orders.transport import open_exchange
 from executor.fake.exchange import FakeCredentials, FakeExchange
+from executor.runtime.idle_loop import IDLE_CUSHION_S
 from executor.signer import KalshiSigner
 from tests.support.inprocess import fake_endpoint
 
@@ -58,7 +58,7 @@ async def _filled(pool: SignaturePool, nursery: trio.Nursery) -> None:
         while len(pool) < pool.size:
             # Idle, not a 1 ms poll: the spares are made on an idle loop, and a task waking
             # every millisecond keeps the loop from ever looking idle
-            # (executor.exchange.orders.idle_loop).
+            # (executor.runtime.idle_loop).
             await _pool_settled()
 
 

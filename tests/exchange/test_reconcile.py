@@ -34,7 +34,7 @@ from executor.exchange.orders.transport import (
     order_body,
 )
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault, never_fill
-from executor.recording.order_terms import (
+from executor.recording.orders.terms import (
     NO_SUCH_ORDER_PREFIX,
     OUTCOME_UNKNOWN_PREFIX,
     RECONCILED_PREFIX,

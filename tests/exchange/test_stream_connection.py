@@ -28,8 +28,8 @@ from executor.exchange.stream.client import (
     stream_url_of,
 )
 from executor.exchange.stream.orders import StreamedOrders
+from executor.fake.book.orders import iso_time
 from executor.fake.exchange import FakeCredentials, FakeExchange
-from executor.fake.orders import iso_time
 from executor.recording.rows import LatencyRow, OrderRow, OrderStatus
 from executor.signer import KalshiSigner
 from tests.fake.test_fake_stream import resting_order

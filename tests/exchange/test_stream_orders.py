@@ -29,7 +29,7 @@ from executor.exchange.stream.messages import (
     subscribe_command,
 )
 from executor.exchange.stream.orders import StreamedOrders, filled_row
-from executor.fake.orders import BookOrder
+from executor.fake.book.orders import BookOrder
 from executor.fake.stream_messages import fill_message, user_order_message
 from executor.recording.rows import LatencyRow, OrderRow, OrderStatus, Stage
 from tests.support.asyncapi import validate_command, validate_server_message

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from executor.fake.account import (
+from executor.fake.book.account import (
     BATCH_CANCEL_PATH,
     ENDPOINT_COSTS_PATH,
     LIMITS_PATH,

@@ -39,7 +39,7 @@ from executor.exchange.orders.transport import (
     OrderStamps,
     order_body,
 )
-from executor.fake.account import ORDER_EXISTS_CODE, ORDER_EXISTS_MESSAGE, FakeAccount
+from executor.fake.book.account import ORDER_EXISTS_CODE, ORDER_EXISTS_MESSAGE, FakeAccount
 from executor.fake.cli import main as fake_main
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault, never_fill
 from executor.signer import KalshiSigner

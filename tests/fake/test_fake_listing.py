@@ -25,7 +25,7 @@ from executor.exchange.orders.transport import (
     open_exchange,
     order_body,
 )
-from executor.fake.account import (
+from executor.fake.book.account import (
     ONE_ORDER_PATH,
     ORDER_PATH,
     ORDERS_PATH,

@@ -33,9 +33,9 @@ from executor.exchange.orders.transport import (
     open_exchange,
     order_body,
 )
-from executor.fake.account import ORDERS_PATH as FAKE_ORDERS_PATH
+from executor.fake.book.account import ORDERS_PATH as FAKE_ORDERS_PATH
+from executor.fake.book.orders import ORDERS_PAGE_SIZE
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault, never_fill
-from executor.fake.orders import ORDERS_PAGE_SIZE
 from executor.signer import KalshiSigner
 from tests.support.orders import TICKER, spec, transport
 

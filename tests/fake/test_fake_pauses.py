@@ -6,7 +6,7 @@ import datetime
 
 import pytest
 
-from executor.fake.book_control import (
+from executor.fake.book.control import (
     EXCHANGE_PAUSED_CODE,
     TRADING_PAUSED_CODE,
     ExchangePauses,

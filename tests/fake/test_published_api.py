@@ -18,7 +18,7 @@ import httpx
 import orjson
 import pytest
 
-from executor.fake.account import (
+from executor.fake.book.account import (
     BATCH_CANCEL_PATH,
     ENDPOINTS,
     ONE_ORDER_PATH,

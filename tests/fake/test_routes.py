@@ -7,7 +7,7 @@ from decimal import Decimal
 import orjson
 import pytest
 
-from executor.fake.account import ORDER_PATH, BookEvent, FakeAccount
+from executor.fake.book.account import ORDER_PATH, BookEvent, FakeAccount
 from executor.fake.routes import ErrorReply, Route, RouteTable
 
 TABLE = RouteTable(

@@ -8,8 +8,8 @@ from pathlib import Path
 from structlog.testing import capture_logs
 
 from executor.recording.audit_trail import AuditTrailState, AuditTransition
-from executor.recording.counters import TelemetryCounters
-from executor.recording.intent_journal import IntentJournal, read_journal
+from executor.recording.counting.counters import TelemetryCounters
+from executor.recording.orders.intent_journal import IntentJournal, read_journal
 from executor.recording.rows import HeartbeatRow, OrderRowKind, OrderStatus
 from executor.recording.sqlite_writer import BatchOutcome
 from tests.support.rows import order_row

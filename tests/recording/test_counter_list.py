@@ -11,7 +11,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from executor.fire.outcomes import FIRE_COUNTERS, FireCounters
 from executor.fire.path import FirePath
-from executor.recording.counter_list import (
+from executor.recording.counting.counter_list import (
     ORDER_PATH_OWNERS,
     SERVER_COUNTERS,
     TELEMETRY_COUNTERS,
@@ -20,8 +20,8 @@ from executor.recording.counter_list import (
     Owner,
     names_of,
 )
-from executor.recording.counters import ServerStatistics, TelemetryStatistics
-from executor.recording.metrics import ExecutorCollector, counter_metrics
+from executor.recording.counting.counters import ServerStatistics, TelemetryStatistics
+from executor.recording.counting.metrics import ExecutorCollector, counter_metrics
 from executor.trading.counters import order_path_counters
 from tests.support.processes import (
     EXTRA_SERVER_KEYS,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from executor.recording.intent_journal import (
+from executor.recording.orders.intent_journal import (
     COMPACT_AT_BYTES,
     IntentJournal,
     JournalWriteError,

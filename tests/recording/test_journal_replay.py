@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from executor.recording.database import TelemetryOpenError, open_database, prove_writable
-from executor.recording.intent_journal import IntentJournal, journal_path, read_journal
-from executor.recording.journal_replay import replay_journal
+from executor.recording.orders.intent_journal import IntentJournal, journal_path, read_journal
+from executor.recording.orders.journal_replay import replay_journal
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus, TelemetryRow
 from executor.recording.sqlite_writer import write_batch
 from tests.support.rows import order_row

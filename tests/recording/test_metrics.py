@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from executor.recording.metrics import parse_metrics_address
+from executor.recording.counting.metrics import parse_metrics_address
 from executor.wire.protocol import encode_frame
 from tests.support.inprocess import make_wake
 from tests.support.processes import (

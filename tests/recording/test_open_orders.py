@@ -10,8 +10,8 @@ import sqlite3
 from pathlib import Path
 
 from executor.recording.database import close_database, open_database
-from executor.recording.open_orders import load_open_orders
-from executor.recording.order_terms import (
+from executor.recording.orders.open_orders import load_open_orders
+from executor.recording.orders.terms import (
     CANCELLED_AT_SHUTDOWN,
     NO_SUCH_ORDER_PREFIX,
     OUTCOME_UNKNOWN_PREFIX,

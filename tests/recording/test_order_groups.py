@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from executor.recording.database import close_database, open_database
-from executor.recording.order_groups import RecordedGroup, latest_order_group, record_order_group
+from executor.recording.orders.groups import RecordedGroup, latest_order_group, record_order_group
 
 URL = "https://external-api.demo.kalshi.co"
 

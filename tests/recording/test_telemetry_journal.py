@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from executor.recording.intent_journal import (
+from executor.recording.orders.intent_journal import (
     JournalWriteError,
     journal_path,
     read_journal,

@@ -24,7 +24,7 @@ from executor.exchange.messages import OrderStamps, order_body
 from executor.exchange.orders.transport import ExchangeEndpoint, open_exchange
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.recording.database import close_database, open_database
-from executor.recording.installation import load_installation
+from executor.recording.orders.installation import load_installation
 from executor.signer import KalshiSigner
 from tests.exchange.test_adoption import fresh_db, put_on_book
 from tests.service.test_book_guard_again import fail_first

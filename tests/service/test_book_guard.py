@@ -25,7 +25,7 @@ from executor.decide.risk import RiskLimits
 from executor.exchange.book.guard import LOOK_INTERVAL_S, BookGuard, book_guard
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.recording.audit_trail import AuditTrailState
-from executor.recording.counters import TelemetryCounters
+from executor.recording.counting.counters import TelemetryCounters
 from executor.recording.rows import HeartbeatRow
 from executor.recording.sqlite_writer import BatchOutcome
 from executor.runtime.kill_switch import KillSwitch

@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from executor.config.book import BookSettings
-from executor.fake.account import error_body
+from executor.fake.book.account import error_body
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.runtime.kill_switch import KillSwitch
 from tests.service.test_audit_trail import WAIT_S

@@ -46,11 +46,11 @@ import trio
 
 from executor.exchange.follow.lookup import ABSENCE_MARGIN_MS
 from executor.exchange.messages import order_body
-from executor.fake.account import BookEvent
+from executor.fake.book.account import BookEvent
+from executor.fake.book.orders import BookOrder
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault
-from executor.fake.orders import BookOrder
-from executor.recording.installation import ClientOrderIds
-from executor.recording.order_terms import CANCELLED_AT_SHUTDOWN, OUTCOME_UNKNOWN_PREFIX
+from executor.recording.orders.installation import ClientOrderIds
+from executor.recording.orders.terms import CANCELLED_AT_SHUTDOWN, OUTCOME_UNKNOWN_PREFIX
 from executor.wire.client import connect
 from tests.support.inprocess import make_wake
 from tests.support.orders import spec

@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from executor import cli, logs, telemetry
 from executor.exchange.protocols import RESOLUTION_TIMEOUT_S
-from executor.recording.metrics import STOP_TIMEOUT_S
+from executor.recording.counting.metrics import STOP_TIMEOUT_S
 from executor.server import DEFAULT_GRACE_S
 from executor.wire.socket_access import parse_socket_mode
 from tests.support.inprocess import make_wake

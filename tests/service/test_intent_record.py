@@ -14,8 +14,8 @@ import signal
 import time
 from pathlib import Path
 
-from executor.recording.intent_journal import journal_path, read_journal
-from executor.recording.order_terms import RECONCILED_PREFIX
+from executor.recording.orders.intent_journal import journal_path, read_journal
+from executor.recording.orders.terms import RECONCILED_PREFIX
 from tests.service.test_reconcile_restart import fake_world, listed_orders, order_rows, real_mode
 from tests.support.inprocess import make_wake
 from tests.support.processes import Spawner, exit_counters, request_all

@@ -23,7 +23,7 @@ import trio.testing
 from executor.decide.risk import RiskGate, RiskLimits
 from executor.fire.keep_warm import KeepWarm
 from executor.fire.path import FireOutcome
-from executor.recording.installation import ClientOrderIds
+from executor.recording.orders.installation import ClientOrderIds
 from executor.wire.protocol import WakeMessage, encode_frame
 from tests.support.inprocess import make_wake
 from tests.support.order_fakes import StartingPlacer, order_harness

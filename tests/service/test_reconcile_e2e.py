@@ -21,10 +21,10 @@ import executor.exchange.follow.reconcile as reconcile_module
 import executor.exchange.orders.transport as transport_module
 from executor.decide.risk import RiskLimits
 from executor.exchange.orders.transport import ORDERS_PATH
-from executor.fake.account import ORDER_EXISTS_CODE, ORDER_EXISTS_MESSAGE
+from executor.fake.book.account import ORDER_EXISTS_CODE, ORDER_EXISTS_MESSAGE
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault, never_fill
-from executor.recording.metrics import ExecutorCollector
-from executor.recording.order_terms import (
+from executor.recording.counting.metrics import ExecutorCollector
+from executor.recording.orders.terms import (
     NO_SUCH_ORDER_PREFIX,
     OUTCOME_UNKNOWN_PREFIX,
     RECONCILED_PREFIX,

@@ -22,7 +22,7 @@ import pytest
 import trio
 
 from executor.exchange.orders.transport import ORDERS_PATH, ExchangeEndpoint, open_exchange
-from executor.recording.order_terms import RECONCILED_PREFIX
+from executor.recording.orders.terms import RECONCILED_PREFIX
 from executor.signer import KalshiSigner
 from tests.support.inprocess import make_wake
 from tests.support.processes import Spawner, exit_counters, request_all

@@ -15,8 +15,8 @@ import trio
 from executor.clock import wall_ms
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.recording.database import close_database, open_database
-from executor.recording.open_orders import LIVE_WINDOW_MS
-from executor.recording.order_terms import (
+from executor.recording.orders.open_orders import LIVE_WINDOW_MS
+from executor.recording.orders.terms import (
     NO_SUCH_ORDER_PREFIX,
     OUTCOME_UNKNOWN_PREFIX,
     RECONCILED_PREFIX,

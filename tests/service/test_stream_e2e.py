@@ -28,7 +28,7 @@ from executor.decide.risk import RiskLimits
 from executor.exchange.orders.transport import ORDERS_PATH
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault, serve_fake_exchange
 from executor.fake.stream_messages import user_order_message
-from executor.recording.order_terms import RECONCILED_PREFIX
+from executor.recording.orders.terms import RECONCILED_PREFIX
 from executor.wire.client import connect
 from tests.service.test_fire_e2e import query, real_wake, settings_for, start_trading
 from tests.support.asyncapi import validate_server_message

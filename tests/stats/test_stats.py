@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from executor.recording.database import open_database
-from executor.recording.order_terms import (
+from executor.recording.orders.terms import (
     ADOPTED_MESSAGE,
     NO_SUCH_ORDER_PREFIX,
     OUTCOME_UNKNOWN_PREFIX,

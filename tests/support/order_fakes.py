@@ -24,7 +24,7 @@ from executor.exchange.orders.shadow_lane import SHADOW_LANE_CAPACITY, ShadowLan
 from executor.exchange.orders.stages import PerfToWall
 from executor.exchange.orders.transport import OrderStamps
 from executor.fire.path import FirePath, OrderPath
-from executor.recording.intent_journal import RecordFields, decode_record, frame_record
+from executor.recording.orders.intent_journal import RecordFields, decode_record, frame_record
 from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow
 from executor.runtime.kill_switch import KillSwitch
 

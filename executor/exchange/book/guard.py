@@ -50,7 +50,7 @@ from executor.exchange.messages import BATCH_CANCEL_PATH
 from executor.exchange.protocols import RESOLUTION_TIMEOUT_S
 from executor.exchange.rest import READ_TIMEOUT_S
 from executor.recording.audit_trail import AuditTransition
-from executor.recording.order_terms import GOOD_TILL_CANCELED
+from executor.recording.orders.terms import GOOD_TILL_CANCELED
 from executor.recording.rows import OrderRow
 
 log = structlog.get_logger()

@@ -23,9 +23,9 @@ from executor.exchange.follow.reconcile_terms import CollectedRows
 from executor.exchange.orders.transport import ExchangeEndpoint, ExchangeError, open_exchange
 from executor.exchange.rate_limits import fetch_api_limits
 from executor.recording.database import TelemetryOpenError
-from executor.recording.open_orders import load_open_orders, write_corrections
-from executor.recording.order_groups import latest_order_group
-from executor.recording.order_terms import rests
+from executor.recording.orders.groups import latest_order_group
+from executor.recording.orders.open_orders import load_open_orders, write_corrections
+from executor.recording.orders.terms import rests
 from executor.runtime.exit_codes import EXIT_FAILURE, EXIT_OK
 from executor.signer import KalshiSigner
 

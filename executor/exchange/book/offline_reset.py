@@ -21,7 +21,7 @@ from executor.config.settings import Settings
 from executor.exchange.book.order_group import OrderGroup
 from executor.exchange.orders.transport import ExchangeEndpoint, ExchangeError, open_exchange
 from executor.exchange.rate_limits import fetch_api_limits
-from executor.recording.order_groups import latest_order_group
+from executor.recording.orders.groups import latest_order_group
 from executor.runtime.exit_codes import EXIT_FAILURE, EXIT_OK
 from executor.signer import KalshiSigner
 

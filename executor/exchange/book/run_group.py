@@ -36,7 +36,7 @@ from executor.exchange.halts import ExchangeHalts
 from executor.exchange.messages import ORDER_GROUPS_PATH, ExchangeError
 from executor.exchange.protocols import SignedReader
 from executor.recording.database import TelemetryOpenError
-from executor.recording.order_groups import (
+from executor.recording.orders.groups import (
     RecordedGroup,
     latest_order_group,
     record_order_group,

@@ -54,9 +54,9 @@ from executor.exchange.messages import ExchangeError
 from executor.exchange.protocols import SignedReader
 from executor.recording.audit_trail import AuditTransition
 from executor.recording.database import read_orders_fired
-from executor.recording.installation import ClientOrderIds, save_adopt_since
-from executor.recording.open_orders import LIVE_WINDOW_MS, write_corrections
-from executor.recording.order_terms import ADOPTED_MESSAGE, GOOD_TILL_CANCELED
+from executor.recording.orders.installation import ClientOrderIds, save_adopt_since
+from executor.recording.orders.open_orders import LIVE_WINDOW_MS, write_corrections
+from executor.recording.orders.terms import ADOPTED_MESSAGE, GOOD_TILL_CANCELED
 from executor.recording.rows import OrderRow, OrderRowKind, row_fields
 
 log = structlog.get_logger()

@@ -36,7 +36,7 @@ from decimal import Decimal
 from typing import Final
 
 from executor.exchange.follow.follow_up import FollowedOrders
-from executor.recording.order_terms import (
+from executor.recording.orders.terms import (
     NO_SUCH_ORDER_PREFIX,
     Rank,
     decimal_of,

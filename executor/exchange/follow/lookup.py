@@ -37,7 +37,7 @@ from typing import Any, Final
 
 from executor.exchange.messages import ORDERS_PATH, USER_DATA_TIMESTAMP_PATH, ExchangeError
 from executor.exchange.protocols import SignedReader
-from executor.recording.open_orders import LIVE_WINDOW_MS
+from executor.recording.orders.open_orders import LIVE_WINDOW_MS
 from executor.recording.rows import OrderStatus
 
 MAX_ORDER_PAGES: Final = 100

@@ -11,8 +11,8 @@ re-sent: a late order is worse than none. Three callers:
   ``RECONCILE_TRIES`` times over a few seconds (an order just sent may not be listed yet), and
   the fire continues with the truth (the ledger tells the risk gate of its fill);
 - start-up, before the socket is published: :meth:`Reconciler.reconcile_at_startup` takes the
-  rows earlier runs left open (``executor.recording.open_orders``), so the risk gate's warm start
-  reads a corrected table, and logs one summary line; a row sent in the last
+  rows earlier runs left open (``executor.recording.orders.open_orders``), so the risk gate's warm
+  start reads a corrected table, and logs one summary line; a row sent in the last
   ``SETTLED_AFTER_MS`` gets every try, older ones one;
 - the account poll: :meth:`Reconciler.poll_resting` asks again about every row that is not final
   (``executor.exchange.follow.follow_up``): orders on the book until they fill or are cancelled
@@ -74,7 +74,7 @@ from executor.exchange.follow.reconcile_terms import (
     sent_ms,
 )
 from executor.exchange.protocols import SignedReader
-from executor.recording.order_terms import (
+from executor.recording.orders.terms import (
     NO_SUCH_ORDER_PREFIX,
     RECONCILED_PREFIX,
     is_open,

@@ -2,9 +2,10 @@
 answered.
 
 ``template`` and ``presign`` build and sign the body ahead; ``connection``, ``pool``, ``response``
-and ``transport`` send it and parse the answer; ``sign_worker`` and ``idle_loop`` keep signing off
-the hot path; ``dispatcher`` (with ``dispatch_terms``, ``rows``, ``stages``) turns a decision into
-an order and its rows; ``shadow_lane`` runs the measurement fires. May import the exchange's face,
+and ``transport`` send it and parse the answer; ``sign_worker`` keeps signing off the hot path
+(``executor.runtime.idle_loop`` tells when the loop is idle); ``dispatcher`` (with
+``dispatch_terms``, ``rows``, ``stages``) turns a decision into an order and its rows;
+``shadow_lane`` runs the measurement fires. May import the exchange's face,
 ``executor.exchange.follow`` (an order of unknown outcome is handed to the reconciler), the
 decision, recording and the foundation.
 """

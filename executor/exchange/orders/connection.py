@@ -4,7 +4,7 @@ The order's request goes out in one ``SSLSocket.send`` that returns as soon as t
 bytes (the ``wire`` stamp is taken right there, before any pass through the scheduler), and the
 response is read with ``recv`` until its parser says it is complete; Trio's ``wait_readable`` /
 ``wait_writable`` park the task only when the socket has nothing to give or no room. Measured
-against ``trio.SSLStream`` over the same fake (``bench/scenarios/order_wire.py``,
+against ``trio.SSLStream`` over the same fake (``bench/experiments/order_wire.py``,
 docs/performance/notebook/ 2026-12-01) it is the faster of the two; it is correct under cancellation
 for the same reason the stream would be: **a connection is reused only after a whole request and a
 whole response went through it**. Any exception or cancellation inside

@@ -88,9 +88,9 @@ from executor.exchange.orders.rows import (
 )
 from executor.exchange.orders.stages import FireStamps, engine_ts_ms
 from executor.exchange.protocols import RESOLUTION_TIMEOUT_S, OrderSink
-from executor.recording.installation import ClientOrderIds, new_prefix
-from executor.recording.intent_journal import JournalWriteError, RecordFields
-from executor.recording.order_terms import CANCELLED_AT_SHUTDOWN, OUTCOME_UNKNOWN_PREFIX
+from executor.recording.orders.installation import ClientOrderIds, new_prefix
+from executor.recording.orders.intent_journal import JournalWriteError, RecordFields
+from executor.recording.orders.terms import CANCELLED_AT_SHUTDOWN, OUTCOME_UNKNOWN_PREFIX
 from executor.recording.rows import (
     OrderRow,
     OrderRowKind,

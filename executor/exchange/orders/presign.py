@@ -13,7 +13,7 @@ signatures about ``max_age_ms / size`` apart, the freshest at most that old, at 
 ``size / max_age_ms`` signatures a second in the worker (40/s with the defaults, ~4% of a core).
 
 A refill that no real fire is short of (at least ``reserve`` fresh signatures ready) waits for
-an idle loop (``executor.exchange.orders.idle_loop``), at most ``MAX_IDLE_WAIT_S`` and never so long
+an idle loop (``executor.runtime.idle_loop``), at most ``MAX_IDLE_WAIT_S`` and never so long
 that the newest signature would come within ``max_age_ms / size`` of its age limit: during a burst
 of shadow wakes, each taking a spare, refilling at once kept the worker signing for the whole burst,
 on the cores the connection and the real order in it needed (docs/performance/notebook/ 2026-12-02).
@@ -43,7 +43,7 @@ import trio
 from executor.clock import wall_ms
 from executor.config.settings import DEFAULT_PRESIGN_MAX_AGE_MS
 from executor.exchange.messages import ORDER_PATH
-from executor.exchange.orders.idle_loop import load_idle_signal, until_the_loop_is_idle
+from executor.runtime.idle_loop import load_idle_signal, until_the_loop_is_idle
 
 log = structlog.get_logger()
 

@@ -14,8 +14,8 @@ from executor.clock import wall_ms
 from executor.decide.decision import Permission
 from executor.decide.order_request import FireRequest
 from executor.exchange.messages import order_payload, verbatim_fill
-from executor.recording.intent_journal import RecordFields
-from executor.recording.order_terms import GOOD_TILL_CANCELED
+from executor.recording.orders.intent_journal import RecordFields
+from executor.recording.orders.terms import GOOD_TILL_CANCELED
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 
 FILL_COLUMNS: Final = ("fill_count", "remaining_count", "average_fill_price", "average_fee_paid")

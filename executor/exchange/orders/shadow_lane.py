@@ -28,8 +28,8 @@ import trio
 
 from executor.exchange.messages import OrderStamps
 from executor.exchange.orders.dispatcher import OrderPlacer
-from executor.exchange.orders.idle_loop import load_idle_signal, until_the_loop_is_idle
 from executor.exchange.orders.stages import FireStamps
+from executor.runtime.idle_loop import load_idle_signal, until_the_loop_is_idle
 
 log = structlog.get_logger()
 

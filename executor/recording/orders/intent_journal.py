@@ -27,7 +27,7 @@ Growth is bounded: the journal remembers which of its records the database does 
 committed (:meth:`IntentJournal.settle`) the record is no longer needed, and when the file passes
 ``COMPACT_AT_BYTES`` it is truncated (nothing outstanding) or rewritten with the outstanding
 records alone (written beside it, then renamed over it: a kill in between leaves the old file
-whole). Start-up replays what an earlier run left (``executor.recording.journal_replay``) and
+whole). Start-up replays what an earlier run left (``executor.recording.orders.journal_replay``) and
 then starts the file empty.
 
 Every call here is a system call on a local file, made on the Trio thread: an append is one

@@ -1,12 +1,13 @@
 """The fake exchange's controls over the book: batch cancels, order groups, rate-limit answers,
 pauses.
 
-A mixin of :class:`executor.fake.account.FakeAccount`, which holds the book and cancels a resting
-order (``cancel_resting``, announced to its watchers); here are the endpoints that act on many
-orders at once: ``DELETE /portfolio/events/orders/batched`` (V2, ``batch-cancel-orders-v2.yaml``),
-the order-group endpoints (create, get, trigger, reset: ``executor.fake.groups`` keeps the
-groups; a trigger cancels the group's resting orders here), the two ``/account`` endpoints of
-the rate limits (``executor.fake.limits``) and the pauses (:class:`ExchangePauses`). No I/O.
+A mixin of :class:`executor.fake.book.account.FakeAccount`, which holds the book and cancels a
+resting order (``cancel_resting``, announced to its watchers); here are the endpoints that act on
+many orders at once: ``DELETE /portfolio/events/orders/batched`` (V2,
+``batch-cancel-orders-v2.yaml``), the order-group endpoints (create, get, trigger, reset:
+``executor.fake.book.groups`` keeps the groups; a trigger cancels the group's resting orders here),
+the two ``/account`` endpoints of the rate limits (``executor.fake.limits``) and the pauses
+(:class:`ExchangePauses`). No I/O.
 
 Pauses follow Kalshi's ``getting_started/maintenance_and_pauses``: a **trading pause** (no
 placing or amending; cancels go through; every Thursday 03:00-05:00 ET) and an **exchange pause**
@@ -27,9 +28,9 @@ from typing import Any, Final, Literal
 import orjson
 
 from executor.clock import wall_ms
-from executor.fake.groups import FakeOrderGroup, OrderGroups
+from executor.fake.book.groups import FakeOrderGroup, OrderGroups
+from executor.fake.book.orders import BookOrder
 from executor.fake.limits import FakeApiLimits
-from executor.fake.orders import BookOrder
 from executor.fake.routes import ErrorReply
 
 PauseKind = Literal["trading", "exchange"]

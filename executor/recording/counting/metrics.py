@@ -1,13 +1,13 @@
 """``executor serve --metrics HOST:PORT``: a Prometheus text endpoint, off the event loop.
 
 What it costs the hot path: nothing. The counters are the ones the exit lines print, named, typed
-and explained by ``executor.recording.counter_list`` (nothing here lists them); a custom
+and explained by ``executor.recording.counting.counter_list`` (nothing here lists them); a custom
 collector calls the two snapshot functions it was given (the server's ``statistics()`` and the
-telemetry channel's, both returning the plain values of ``executor.recording.counters``) when
-Prometheus scrapes, in the endpoint's own thread. It is handed functions rather than the server,
-so this layer never imports the layers above it. The latency histograms and the orders-by-status
-counter are fed by the telemetry consumer as rows pass through it (one ``observe`` per row, on the
-consumer's side of the channel), never by a connection task. The HTTP server is
+telemetry channel's, both returning the plain values of ``executor.recording.counting.counters``)
+when Prometheus scrapes, in the endpoint's own thread. It is handed functions rather than the
+server, so this layer never imports the layers above it. The latency histograms and the
+orders-by-status counter are fed by the telemetry consumer as rows pass through it (one ``observe``
+per row, on the consumer's side of the channel), never by a connection task. The HTTP server is
 ``prometheus_client``'s own, in its own threads; nothing of it runs on the Trio thread but starting
 it and (through a worker thread) stopping it.
 
@@ -29,8 +29,12 @@ from prometheus_client import CollectorRegistry, Counter, GCCollector, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from executor.recording.counter_list import CounterKind
-from executor.recording.counters import CounterValues, ServerStatistics, TelemetryStatistics
+from executor.recording.counting.counter_list import CounterKind
+from executor.recording.counting.counters import (
+    CounterValues,
+    ServerStatistics,
+    TelemetryStatistics,
+)
 from executor.recording.rows import (
     LatencyRow,
     OrderRow,

@@ -1,7 +1,7 @@
 """A minimal TLS WebSocket server sending the exchange's stream messages on request, in its own
-process: the other end of ``bench.scenarios.stream_client``.
+process: the other end of ``bench.experiments.stream_client``.
 
-Experiment, not product. ``python -m bench.scenarios.stream_server --cert SERVER.pem`` listens on
+Experiment, not product. ``python -m bench.experiments.stream_server --cert SERVER.pem`` listens on
 127.0.0.1 (TLS with the fake exchange's certificate, wsproto over ``trio.SSLStream``, the fake's
 own stack) and prints one JSON line, ``{"port": N}``, once it listens; SIGTERM ends it. It
 accepts any handshake (the signed headers are not checked: a signature is not what is measured)
@@ -40,7 +40,7 @@ from wsproto.events import (
     TextMessage,
 )
 
-from executor.fake.orders import BookOrder
+from executor.fake.book.orders import BookOrder
 from executor.fake.stream_messages import fill_message, user_order_message
 
 RECEIVE_BYTES: Final = 64 * 1024
@@ -160,7 +160,7 @@ async def _main(cert_file: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve until SIGTERM or SIGINT."""
     parser = argparse.ArgumentParser(
-        prog="python -m bench.scenarios.stream_server", description=__doc__
+        prog="python -m bench.experiments.stream_server", description=__doc__
     )
     parser.add_argument("--cert", required=True, help="the server's certificate and key (PEM)")
     args = parser.parse_args(argv)

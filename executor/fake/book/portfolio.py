@@ -4,8 +4,8 @@
 money figures the published ``MarketPosition`` carries; it answers ``GET /portfolio/balance``
 (:meth:`Portfolio.balance`) and ``GET /portfolio/positions`` (:meth:`Portfolio.positions_page`,
 a cursor over tickers, small pages so every client follows it). Fills move it through
-:meth:`Portfolio.book_fill`. The account (``executor.fake.account``) is a portfolio with an order
-book; no I/O here.
+:meth:`Portfolio.book_fill`. The account (``executor.fake.book.account``) is a portfolio with an
+order book; no I/O here.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """From a resting order's fill on the fake to its row and the risk gate, by the stream alone.
-``python -m bench.scenarios.stream_lag``.
+``python -m bench.experiments.stream_lag``.
 
 Experiment, not product (docs/performance/notebook/, 2026-12-02). Issue 22's test reads "a resting
 order filled on the fake reaches its row and the risk gate within 100 ms, with the account poll
@@ -249,7 +249,7 @@ def _load() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``--runs`` executors of ``--samples`` fills each; print the spans (and keep them)."""
     parser = argparse.ArgumentParser(
-        prog="python -m bench.scenarios.stream_lag", description=__doc__
+        prog="python -m bench.experiments.stream_lag", description=__doc__
     )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--samples", type=int, default=200, help="fills per run")
@@ -279,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for number, (samples, _) in enumerate(runs):
                 for index, sample in enumerate(samples):
                     writer.writerow([number + 1, index, *(f"{sample[s]:.3f}" for s in SPANS)])
-        command = f"python -m bench.scenarios.stream_lag {' '.join(argv or sys.argv[1:])}"
+        command = f"python -m bench.experiments.stream_lag {' '.join(argv or sys.argv[1:])}"
         (args.out / "lag-summary.txt").write_text(
             "\n".join([command.rstrip(), *lines]) + "\n", encoding="utf-8"
         )

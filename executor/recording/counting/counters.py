@@ -1,14 +1,14 @@
 """The counters the executor reports: snapshots for the exit lines and the metrics endpoint.
 
-Plain values, no I/O. Which counters exist is ``executor.recording.counter_list``'s alone: a
-snapshot here holds one value per entry of its list, and the exit lines and the metrics are
-read off the list. The server fills a :class:`ServerStatistics` from its own counters, the fire
-path's and the order path's (gathered by ``executor.trading``); the telemetry consumer keeps a
+Plain values, no I/O. Which counters exist is ``executor.recording.counting.counter_list``'s alone:
+a snapshot here holds one value per entry of its list, and the exit lines and the metrics are read
+off the list. The server fills a :class:`ServerStatistics` from its own counters, the fire path's
+and the order path's (gathered by ``executor.trading``); the telemetry consumer keeps a
 :class:`TelemetryCounters` that ``Telemetry.statistics()`` turns into a
 :class:`TelemetryStatistics`. The command line prints both at exit (their ``exit_line``), and
-``executor.recording.metrics`` serves the same values to Prometheus. They live in this low layer
-so the metrics endpoint can read them without importing the server or the telemetry channel that
-produce them.
+``executor.recording.counting.metrics`` serves the same values to Prometheus. They live in this low
+layer so the metrics endpoint can read them without importing the server or the telemetry channel
+that produce them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
-from executor.recording.counter_list import SERVER_COUNTERS, TELEMETRY_COUNTERS, CounterSpec
+from executor.recording.counting.counter_list import (
+    SERVER_COUNTERS,
+    TELEMETRY_COUNTERS,
+    CounterSpec,
+)
 
 
 class CounterValues:

@@ -1,12 +1,13 @@
 """The fake exchange's account and order book, without I/O (DISPATCH.md §9).
 
 What the exchange decides for a request once it is authenticated: place an order (fill, kill or
-rest; a ``client_order_id`` already used answers 409; ``executor.fake.placing``), read the balance
-and page through positions (``executor.fake.portfolio``) and orders (``executor.fake.orders``), one
-order by its id, the user data timestamp, fill or cancel a resting order later, cancel a batch of
-orders (V2), keep order groups (``executor.fake.groups``: create, get, trigger, reset; a
-triggered group's resting orders cancelled and its new orders refused) and say what the
-account's rate limits are (``executor.fake.limits``).
+rest; a ``client_order_id`` already used answers 409; ``executor.fake.book.placing``), read the
+balance and page through positions (``executor.fake.book.portfolio``) and orders
+(``executor.fake.book.orders``), one order by its id, the user data timestamp, fill or cancel a
+resting order later, cancel a batch of orders (V2), keep order groups
+(``executor.fake.book.groups``: create, get, trigger, reset; a triggered group's resting orders
+cancelled and its new orders refused) and say what the account's rate limits are
+(``executor.fake.limits``).
 
 The orders endpoints lag like Kalshi's ("a short delay before exchange events are reflected"):
 with :attr:`FakeAccount.listing_lag_s` set, ``GET /portfolio/orders`` and
@@ -22,7 +23,7 @@ the account method that answers it. Every change to the book is announced to the
 :attr:`FakeAccount.watchers` as a :class:`BookEvent` (an order placed, a fill, a cancel), so
 anything that must see the book move (a stream of order updates, a test) hooks in there instead
 of into each endpoint. Order-group changes go to :attr:`FakeAccount.group_watchers` (the groups'
-own list, ``executor.fake.groups.GroupEvent``): a second list, since a group event is about no
+own list, ``executor.fake.book.groups.GroupEvent``): a second list, since a group event is about no
 one order.
 
 Every body it answers has the shape of Kalshi's published OpenAPI (vendored in
@@ -45,10 +46,9 @@ from typing import Any, Final, Literal
 import orjson
 
 from executor.clock import wall_ms
-from executor.fake.book_control import BookControl, ExchangePauses
-from executor.fake.groups import FakeOrderGroup, GroupEvent, OrderGroups
-from executor.fake.limits import FakeApiLimits
-from executor.fake.orders import (
+from executor.fake.book.control import BookControl, ExchangePauses
+from executor.fake.book.groups import FakeOrderGroup, GroupEvent, OrderGroups
+from executor.fake.book.orders import (
     BadOrdersQuery,
     BookOrder,
     Listing,
@@ -56,8 +56,9 @@ from executor.fake.orders import (
     orders_page,
     parse_orders_query,
 )
-from executor.fake.placing import book_entry, fee_per_contract, parse_order
-from executor.fake.portfolio import DEFAULT_BALANCE_CENTS, Portfolio
+from executor.fake.book.placing import book_entry, fee_per_contract, parse_order
+from executor.fake.book.portfolio import DEFAULT_BALANCE_CENTS, Portfolio
+from executor.fake.limits import FakeApiLimits
 from executor.fake.routes import ErrorReply, Route, RouteTable
 
 ORDER_PATH: Final = "/trade-api/v2/portfolio/events/orders"
@@ -151,7 +152,7 @@ class FakeAccount(Portfolio, BookControl):
             timestamp are (seconds, settable; 0 = up to date).
         clock: the exchange's wall clock in ms (settable: a test may move the exchange's time).
         pauses: the exchange's pauses, set by hand or the weekly one
-            (``executor.fake.book_control.ExchangePauses``).
+            (``executor.fake.book.control.ExchangePauses``).
     """
 
     def __init__(
@@ -175,7 +176,7 @@ class FakeAccount(Portfolio, BookControl):
 
     @property
     def group_watchers(self) -> list[Callable[[GroupEvent], None]]:
-        """Called with every order-group change (``executor.fake.groups.GroupEvent``)."""
+        """Called with every order-group change (``executor.fake.book.groups.GroupEvent``)."""
         return self.order_groups.watchers
 
     def answer(self, method: str, path: str, query: str, body: bytes) -> tuple[int, bytes]:

@@ -1,4 +1,4 @@
-"""Does a burst of shadow fires delay a real one? ``python -m bench.scenarios.shadow_lane``.
+"""Does a burst of shadow fires delay a real one? ``python -m bench.experiments.shadow_lane``.
 
 DISPATCH.md §1 asks that a real fire never wait behind shadow fires, and that the arrangement be
 shown with a measurement. This runs the executor's real order path (``executor.trading.assembly``)
@@ -124,7 +124,7 @@ async def measure(rounds: int, burst: int, directory: Path) -> dict[str, list[fl
 def main(argv: list[str] | None = None) -> int:
     """Print the real fire's ``detect_fire`` median and p90 alone and behind a shadow burst."""
     parser = argparse.ArgumentParser(
-        prog="python -m bench.scenarios.shadow_lane", description=__doc__
+        prog="python -m bench.experiments.shadow_lane", description=__doc__
     )
     parser.add_argument("--rounds", type=int, default=100, help="real fires per condition")
     parser.add_argument("--burst", type=int, default=SHADOW_LANE_CAPACITY, help="shadows each")

@@ -3,9 +3,9 @@
 At start-up, before the socket is published, the executor asks the exchange about every order of
 the last :data:`LIVE_WINDOW_MS` that did not reach a final state
 (``executor.exchange.follow.reconcile``). :func:`load_open_orders` finds them: the open rows
-(``executor.recording.order_terms``, which says which rows are open and holds the
+(``executor.recording.orders.terms``, which says which rows are open and holds the
 ``error_message`` words), and also the ``error`` rows the exchange was found not to have
-(:data:`~executor.recording.order_terms.NO_SUCH_ORDER_PREFIX`): within the live window "absent" is
+(:data:`~executor.recording.orders.terms.NO_SUCH_ORDER_PREFIX`): within the live window "absent" is
 never the last word (an exchange that listed late once fooled four lookups). The file is read in
 a worker thread (blocking).
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from executor.recording.database import close_database, open_database, read_orders_fired
-from executor.recording.order_terms import NO_SUCH_ORDER_PREFIX, OPEN_ROWS_PARAMS, OPEN_ROWS_WHERE
+from executor.recording.orders.terms import NO_SUCH_ORDER_PREFIX, OPEN_ROWS_PARAMS, OPEN_ROWS_WHERE
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 from executor.recording.sqlite_writer import BatchOutcome, write_batch
 

@@ -16,7 +16,7 @@ round, outside every timed span (the fake verifies it on every request and does 
 reuse within its freshness window). Prints p50/p99 per variant, the median over rounds, and the
 ratio stdlib / trio.
 
-    python -m bench.scenarios.order_wire [--rounds 7] [--orders 1000] [--warmup 200]
+    python -m bench.experiments.order_wire [--rounds 7] [--orders 1000] [--warmup 200]
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ async def _main(rounds: int, orders: int, warmup: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the A/B; print per round and the medians."""
     parser = argparse.ArgumentParser(
-        prog="python -m bench.scenarios.order_wire", description=__doc__
+        prog="python -m bench.experiments.order_wire", description=__doc__
     )
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--orders", type=int, default=1000)

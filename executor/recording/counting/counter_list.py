@@ -1,7 +1,7 @@
 """Every counter the executor reports, each written once: its name, help, kind and owner.
 
 The two exit lines, the Prometheus metrics with their help and the snapshot classes of
-``executor.recording.counters`` are all derived from :data:`SERVER_COUNTERS` and
+``executor.recording.counting.counters`` are all derived from :data:`SERVER_COUNTERS` and
 :data:`TELEMETRY_COUNTERS`; nothing else spells the list out. A new counter is one entry here
 (at the end of its list, so the exit line only grows at its end) and the code that counts it
 (the owner its :class:`Owner` names). SERVICE.md and DISPATCH.md define the older ones.

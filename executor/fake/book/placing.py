@@ -3,8 +3,8 @@
 Pure functions over the order JSON the client sent (``parse_order``: enough of the published
 ``CreateOrderV2Request`` checked that placing cannot fail on a type), what a fill costs
 (``fee_per_contract``: Kalshi's taker fee, rounded up to the cent) and the order book's record of
-an order just answered (``book_entry``). The account (``executor.fake.account``) decides whether
-an order fills, kills or rests and keeps the money; no I/O here.
+an order just answered (``book_entry``). The account (``executor.fake.book.account``) decides
+whether an order fills, kills or rests and keeps the money; no I/O here.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import orjson
 
-from executor.fake.orders import BookOrder, BookStatus
+from executor.fake.book.orders import BookOrder, BookStatus
 from executor.fake.routes import ErrorReply
 
 FEE_RATE: Final = Decimal("0.07")

@@ -1,9 +1,9 @@
 """A/B of the stream's WebSocket client: trio-websocket (the product) vs wsproto over the order
-path's TLS. ``python -m bench.scenarios.stream_client``.
+path's TLS. ``python -m bench.experiments.stream_client``.
 
 Experiment, not product (docs/performance/notebook/, 2026-12-02). Issue 22 asks for "a well-kept
 Trio-native client: trio-websocket, or wsproto on the order path's TLS code; measure and say why".
-One server process (``bench.scenarios.stream_server``: TLS, the fake's certificate, the exchange's
+One server process (``bench.experiments.stream_server``: TLS, the fake's certificate, the exchange's
 ``fill`` and ``user_order`` messages); in this process, per round and per variant:
 
 - ``trio-websocket``: :func:`executor.exchange.stream.client.open_stream`, the product as it runs
@@ -57,8 +57,8 @@ from wsproto.events import (
     TextMessage,
 )
 
+from bench.experiments.stream_server import stream_messages
 from bench.reports.stats import percentile
-from bench.scenarios.stream_server import stream_messages
 from executor.exchange.orders.connection import open_tls_socket, receive_tls
 from executor.exchange.stream.client import StreamEndpoint, handshake_headers, open_stream
 from executor.exchange.stream.messages import STREAM_PATH, parse_stream_message
@@ -269,7 +269,7 @@ def write_samples(out: Path, results: Sequence[tuple[int, str, Samples]], text: 
 
 def _start_server(cert: Path) -> tuple[subprocess.Popen[bytes], int]:
     """The server process and its port."""
-    command = [sys.executable, "-m", "bench.scenarios.stream_server", "--cert", str(cert)]
+    command = [sys.executable, "-m", "bench.experiments.stream_server", "--cert", str(cert)]
     server = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
     assert server.stdout is not None
     ready, _, _ = select.select([server.stdout], [], [], SERVER_READY_TIMEOUT_S)
@@ -296,7 +296,7 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the A/B; print per round and the summary (and keep the samples with ``--out``)."""
     parser = argparse.ArgumentParser(
-        prog="python -m bench.scenarios.stream_client",
+        prog="python -m bench.experiments.stream_client",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -310,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     fill, update = stream_messages()
     header = [
-        f"python -m bench.scenarios.stream_client {' '.join(argv or sys.argv[1:])}".rstrip(),
+        f"python -m bench.experiments.stream_client {' '.join(argv or sys.argv[1:])}".rstrip(),
         f"messages: fill {len(fill)} B, user_order {len(update)} B, alternating;"
         f" load average before {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
     ]

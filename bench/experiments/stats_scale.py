@@ -1,6 +1,6 @@
 """How long ``executor stats`` takes on a large telemetry file.
 
-    python -m bench.scenarios.stats_scale [--rows 1000000] [--repeat 3] [--keep FILE]
+    python -m bench.experiments.stats_scale [--rows 1000000] [--repeat 3] [--keep FILE]
 
 Builds a database of ``--rows`` rows with the executor's own schema (wake_recv rows, a quarter of
 them shadow, started over the last 24 h, lognormal durations; 1 % ``sign`` rows), then runs
@@ -98,7 +98,7 @@ def time_report(path: Path, extra: list[str], repeat: int) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     """Build the file, time the queries, print one line per query."""
     parser = argparse.ArgumentParser(
-        prog="python -m bench.scenarios.stats_scale", description=__doc__
+        prog="python -m bench.experiments.stats_scale", description=__doc__
     )
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows (1000000)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per query (3)")

@@ -1,16 +1,16 @@
 """Start-up's replay of the intent journal: the rows an earlier run recorded and the database lacks.
 
 An earlier run that was killed may have sent orders whose rows never reached SQLite: the intent
-journal (``executor.recording.intent_journal``) has their ``pending`` rows, and perhaps rows the
-database refused during an audit outage. Before anything else reads the table (reconciliation, the
-risk gate's warm start), :func:`replay_journal` writes, for each order the journal knows (its
+journal (``executor.recording.orders.intent_journal``) has their ``pending`` rows, and perhaps rows
+the database refused during an audit outage. Before anything else reads the table (reconciliation,
+the risk gate's warm start), :func:`replay_journal` writes, for each order the journal knows (its
 latest record):
 
 - the record, when the database has no row for the order (an intent whose pending row died in the
   channel: start-up reconciliation then asks the exchange what became of it, like any ``pending``
   row an earlier run left);
 - the record, when it is further along than the database's row by the order ledger's rank
-  (``executor.recording.order_terms``: a higher status, or the same open one with more filled; a
+  (``executor.recording.orders.terms``: a higher status, or the same open one with more filled; a
   resolution the database refused, kept during an outage, say a ``filled`` record over a
   committed ``accepted`` row);
 - nothing otherwise: the database's row is at least as far along (the usual case: the rows landed
@@ -33,8 +33,8 @@ import structlog
 
 from executor.recording.audit_trail import refused_for_good
 from executor.recording.database import TelemetryOpenError
-from executor.recording.intent_journal import journal_path, read_journal
-from executor.recording.order_terms import further_along
+from executor.recording.orders.intent_journal import journal_path, read_journal
+from executor.recording.orders.terms import further_along
 from executor.recording.rows import (
     OrderRow,
     OrderRowKind,

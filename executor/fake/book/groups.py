@@ -6,7 +6,7 @@ orders of the group are rejected until a reset). It is triggered by hand (``PUT 
 or when the contracts matched in the last 15 s exceed the limit; a reset clears the state and the
 window. :class:`OrderGroups` keeps them and answers the published shapes
 (``create-order-group.yaml``, ``get-order-group.yaml``); the account
-(``executor.fake.account``) does the cancelling, since it holds the book.
+(``executor.fake.book.account``) does the cancelling, since it holds the book.
 
 Every change is announced to :attr:`OrderGroups.watchers` as a :class:`GroupEvent`, in the
 published ``order_group_updates`` vocabulary (``created``, ``triggered``, ``reset``), so a stream
