@@ -32,6 +32,7 @@ from executor.runtime.placement import (
     apply_placement,
     parse_cpus,
 )
+from executor.runtime.signals import GROUP_RESET_SIGNAL
 from executor.server import DEFAULT_GRACE_S, ExecutorServer, ServerConfig, SocketSetupError
 from executor.telemetry import BATCH_LINGER_S, CHANNEL_CAPACITY, TelemetryOpenError
 from executor.wire.socket_access import (
@@ -341,6 +342,8 @@ def _serve(args: argparse.Namespace) -> int:
     # after it stops) they are only noted, and the task turns a noted signal into a shutdown.
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda received, _frame: server.note_early_signal(received))
+    # `executor group reset` may signal it any time: ignored until the order path listens.
+    signal.signal(GROUP_RESET_SIGNAL, signal.SIG_IGN)
     startup_error: Exception | None = None
     try:
         trio.run(server.run)

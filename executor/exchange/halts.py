@@ -4,11 +4,13 @@ Kalshi can stop our orders by itself: it triggers the order group when more cont
 15 s than the group's limit allows (``getting_started/order_groups``), and it pauses trading
 (every Thursday 03:00-05:00 ET, and whenever it must: ``getting_started/maintenance_and_pauses``).
 Until the group is reset, or trading resumes, every order it gets is refused. :class:`ExchangeHalts`
-is what this executor knows of both, heard from three sources:
+is what this executor knows of both, heard from four sources:
 
 - the stream's ``order_group_updates`` (``triggered``, ``reset``, ``deleted`` of our group);
 - an order's refusal whose body says the group is triggered, or that trading is paused
   (:func:`refusal_kind`: the code the fake exchange answers, and the words Kalshi's messages use);
+- ``executor group reset`` run from a shell: it resets the group on the exchange and signals
+  this process (:meth:`ExchangeHalts.operator_reset`), the one way back without the stream;
 - ``GET /exchange/status`` (``exchange_active``, ``trading_active``,
   ``exchange_estimated_resume_time``), read by ``executor.exchange.status``.
 
@@ -144,6 +146,19 @@ class ExchangeHalts:
         """This executor reset the group on the exchange: whoever had triggered it, it is open."""
         self._own_trigger = False
         self._group_reset("reset by this executor")
+
+    def operator_reset(self) -> None:
+        """The operator reset the group on the exchange (``executor group reset`` signalled this
+        process): the exchange's trigger of it is over. A trigger this executor holds itself (the
+        kill switch, an audit outage) is the book guard's, untouched here."""
+        if self.group_tripped_by is None:
+            log.debug("operator's group reset heard: the exchange had not halted the group")
+            return
+        self.group_tripped_by = None
+        log.info(
+            "order group reset by the operator: real fires go out again",
+            order_group_id=self.order_group_id,
+        )
 
     def hear_group_event(self, event_type: str, order_group_id: str) -> None:
         """An ``order_group_updates`` event; only this run's group's ``triggered``, ``reset`` and

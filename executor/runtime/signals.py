@@ -9,6 +9,9 @@ stops the executor the moment its socket appears still gets an orderly exit.
 A repeat of the first signal within ``SIGNAL_ECHO_S`` is the same request delivered twice, not a
 second one: ``timeout(1)`` signals its child and then its whole process group, so the executor it
 runs receives SIGTERM twice within a millisecond, and a person pressing Ctrl-C twice is far slower.
+
+One more: SIGUSR1 is the word of ``executor group reset`` that the exchange's order group is open
+again (:func:`serve_group_resets`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,12 @@ import structlog
 import trio
 
 log = structlog.get_logger()
+
+GROUP_RESET_SIGNAL: Final = signal.SIGUSR1
+"""What ``executor group reset`` sends the executor serving its database once the exchange has
+reset the order group: the one way a running executor without the stream hears the reset. Until
+the order path listens (start-up) it is ignored (``executor.cli``), never the default action,
+which would end the process; a halt cannot be heard before the order path runs anyway."""
 
 SIGNAL_ECHO_S: Final = 0.1
 """A repeat of the first signal this soon after it (seconds) is an echo of it, ignored. Senders
@@ -85,3 +94,16 @@ class ShutdownSignals:
                 else:
                     log.warning("second signal: cutting the grace period short", signal=name)
                     self._cut_grace_short()
+
+
+async def serve_group_resets(
+    on_reset: Callable[[], None], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Call ``on_reset`` at each :data:`GROUP_RESET_SIGNAL` until cancelled (``nursery.start``).
+
+    Cancellation: the handler that was in place before (ignore, in the executor) comes back.
+    """
+    with trio.open_signal_receiver(GROUP_RESET_SIGNAL) as signals:
+        task_status.started()
+        async for _ in signals:
+            on_reset()

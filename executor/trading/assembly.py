@@ -83,6 +83,7 @@ from executor.recording.orders.open_orders import (
     write_corrections,
 )
 from executor.recording.orders.recent_orders import load_recent_orders
+from executor.runtime.signals import serve_group_resets
 from executor.signer import KalshiSigner
 from executor.telemetry import Telemetry, row_fields
 from executor.trading.counters import order_path_counters
@@ -273,6 +274,8 @@ async def open_order_path(
             await lane_nursery.start(orders.lane.run)
             try:
                 async with trio.open_nursery() as pollers:
+                    # First: `executor group reset` signals a process only once it beats.
+                    await pollers.start(serve_group_resets, halts.operator_reset)
                     step("reading the exchange's status (a trading or exchange pause)")
                     await pollers.start(status_watch.run, writer, halts)
                     step("polling the account (balance, positions)")

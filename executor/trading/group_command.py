@@ -33,7 +33,7 @@ def _parser() -> _Parser:
     parser = _Parser(
         prog="executor group",
         description="Reset this installation's order group on the exchange (after the exchange "
-        "triggered it: a running executor hears the reset on its stream and sends again).",
+        "triggered it: the executor serving the database is told, and sends again).",
     )
     parser.add_argument("command", choices=("reset",), metavar="reset")
     parser.add_argument(

@@ -70,6 +70,32 @@ def test_this_executors_own_trigger_heard_back_is_not_the_exchanges() -> None:
     assert not halts.group_tripped
 
 
+def test_the_operators_reset_clears_the_exchanges_trigger_in_one_info_line() -> None:
+    """``executor group reset``'s signal ends a halt heard from an order's refusal: one INFO
+    line, fires allowed again; a second signal says nothing more."""
+    halts = ExchangeHalts(GROUP)
+    halts.hear_order_refusal("400 order_group_triggered: order group og-1 is triggered")
+    with capture_logs() as logs:
+        halts.operator_reset()
+        halts.operator_reset()
+    assert halts.group_halt() is None
+    assert [
+        (line["event"], line["log_level"]) for line in logs if line["log_level"] != "debug"
+    ] == [("order group reset by the operator: real fires go out again", "info")]
+
+
+def test_the_operators_reset_leaves_this_executors_own_trigger_alone() -> None:
+    """While the guard holds its own trigger (the kill switch), the operator's reset changes
+    nothing: the guard's echo heard after it is still no halt of the exchange's."""
+    halts = ExchangeHalts(GROUP)
+    halts.own_trigger(True)
+    with capture_logs() as logs:
+        halts.operator_reset()
+    assert [line["log_level"] for line in logs] == ["debug"]
+    halts.hear_group_event("triggered", GROUP)
+    assert not halts.group_tripped
+
+
 def test_without_a_group_no_refusal_halts() -> None:
     """With no order group (limit 0) an order refused as "triggered" cannot be ours: no halt."""
     halts = ExchangeHalts(None)

@@ -4,7 +4,10 @@ reference's: a table of its own, which the reference's schema never reads).
 An executor creates its order group at start-up and records it here, committed, before any
 order can go into it, so that ``executor killswitch engage`` run alone (the executor SIGKILLed,
 the host lost) can read which group to trigger. One row per group, the newest per exchange base
-URL being the one in use. Blocking: run these in a worker thread.
+URL being the one in use. Its ``pid`` and the ``heartbeats`` rows' name the processes that
+claim to be the file's executor (:func:`executor_pids`): ``executor group reset`` checks each
+before it signals one (``executor.exchange.book.offline_reset``), since a pid read from a file
+may be stale. Blocking: run these in a worker thread.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Final
 
 from executor.recording.database import close_database, open_database, rollback_quietly
+from executor.recording.heartbeat import HEARTBEAT_PROCESS
 
 CREATE_ORDER_GROUPS: Final = """CREATE TABLE IF NOT EXISTS order_groups (
     order_group_id   TEXT    PRIMARY KEY,
@@ -92,4 +96,44 @@ def latest_order_group(db_path: Path, base_url: str) -> RecordedGroup | None:
     return None if found is None else RecordedGroup(*found)
 
 
-__all__ = ["CREATE_ORDER_GROUPS", "RecordedGroup", "latest_order_group", "record_order_group"]
+CLAIMS: Final[tuple[tuple[str, str, tuple[str, ...]], ...]] = (
+    (
+        "heartbeats",
+        "SELECT pid FROM heartbeats WHERE process = ? OR process LIKE ? ORDER BY beat_at_ms DESC",
+        (HEARTBEAT_PROCESS, f"{HEARTBEAT_PROCESS}:%"),  # an executor's rows, not a poller's
+    ),
+    ("order_groups", "SELECT pid FROM order_groups ORDER BY created_at_ms DESC, rowid DESC", ()),
+)
+"""Each table that names an executor's pid, the query reading them newest first, its values."""
+
+
+def executor_pids(db_path: Path) -> list[int]:
+    """The pids ``db_path`` names as its executors, newest first, each once (none: no file).
+
+    Raises:
+        sqlite3.Error: the file exists but cannot be read.
+    """
+    if not db_path.exists():
+        return []
+    uri = f"{db_path.resolve().as_uri()}?mode=ro"
+    pids: dict[int, None] = {}  # ordered, each once
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as connection:
+        tables = {
+            name
+            for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        for table, sql, arguments in CLAIMS:
+            if table not in tables:
+                continue
+            for (pid,) in connection.execute(sql, arguments):
+                pids.setdefault(int(pid), None)
+    return list(pids)
+
+
+__all__ = [
+    "CREATE_ORDER_GROUPS",
+    "RecordedGroup",
+    "executor_pids",
+    "latest_order_group",
+    "record_order_group",
+]
