@@ -59,6 +59,14 @@ HALTED_STATE_METRICS = {
 }
 """The halted state, reconciliation and signing ahead: each has a panel (issue 23, item 7)."""
 
+EXCHANGE_HALTS_METRICS = {
+    "trio_executor_order_group_triggered",
+    "trio_executor_trading_paused",
+    "trio_executor_refused_order_group_total",
+    "trio_executor_refused_paused_total",
+}
+"""The exchange's halts (its trigger of the order group, its pauses): each in a panel (issue 36)."""
+
 
 # ---------------------------------------------------------------- the systemd unit
 
@@ -397,3 +405,4 @@ def test_every_metric_the_dashboard_uses_is_served(spawner: Spawner, short_dir: 
     assert "trio_executor_no_such_metric_total" not in served  # the check can fail
     assert {"trio_executor_accepted_total", "trio_executor_latency_seconds_bucket"} <= used
     assert sorted(HALTED_STATE_METRICS - used) == []
+    assert sorted(EXCHANGE_HALTS_METRICS - used) == []
