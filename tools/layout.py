@@ -45,6 +45,11 @@ from the docstrings by `python3 dev.py layout` (`tools/layout.py`); do not edit 
 fails when this file is stale. The import direction between the rooms is `tests/test_layers.py`'s
 `LAYERS`. "The reference" is the system this executor ports,
 [anaborne/prediction-market-infra](https://github.com/anaborne/prediction-market-infra).
+Summaries citing `PROTOCOL.md`, `SERVICE.md`, `DISPATCH.md`, `TELEMETRY.md`, `SIGNER.md`,
+`BENCH.md` or `MEASURED.md` (and their sections) cite the specification this executor was built
+to, written from the reference and kept with the project's specification, not in this repository;
+what it says of the wire is [the protocol](protocol.md), and every deliberate difference from the
+reference is [port fidelity](port-fidelity.md).
 """
 
 
