@@ -112,8 +112,9 @@ async def _until_dead(pid: int) -> None:
 
 
 async def test_the_worker_ignores_the_operators_signals(fake_credentials: FakeCredentials) -> None:
-    """SIGTERM and SIGINT sent to the worker (as a signal to the whole process group does) leave
-    it running: the next signature comes from the same process, no failure counted."""
+    """SIGTERM, SIGINT and SIGUSR1 (``executor group reset``'s) sent to the worker (as a signal to
+    the whole process group does) leave it running: the next signature comes from the same
+    process, no failure counted."""
     loop_signer = KalshiSigner(fake_credentials.private_key_path)
     with trio.fail_after(WAIT_S):
         async with open_process_signer(
@@ -124,6 +125,7 @@ async def test_the_worker_ignores_the_operators_signals(fake_credentials: FakeCr
             assert worker_pid is not None and worker_pid != os.getpid()
             os.kill(worker_pid, signal.SIGTERM)
             os.kill(worker_pid, signal.SIGINT)
+            os.kill(worker_pid, signal.SIGUSR1)
             await trio.sleep(0.3)  # time for a default disposition to have killed it
             await signer.sign(*MESSAGE)
             assert (signer.worker_pid, signer.worker_failures) == (worker_pid, 0)

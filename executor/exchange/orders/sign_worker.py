@@ -36,6 +36,7 @@ import trio
 import trio_parallel  # type: ignore[import-untyped]  # ships no type information
 
 from executor.clock import wall_ms
+from executor.runtime.signals import GROUP_RESET_SIGNAL
 from executor.signer import KalshiSigner
 
 log = structlog.get_logger()
@@ -48,8 +49,9 @@ WORKER_GRACE_S: Final = 2.0
 """How long closing the context waits for the worker to exit before killing it (seconds). An idle
 worker exits as soon as its pipe closes; a job in it is one signature (~1 ms)."""
 
-OPERATOR_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
-"""The signals an operator stops the executor with; the worker leaves them to the executor."""
+OPERATOR_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, GROUP_RESET_SIGNAL)
+"""The signals an operator sends the executor (to stop it; ``executor group reset``'s); the worker
+leaves them to the executor, also when they are sent to the whole process group."""
 
 _signers: dict[tuple[str, str], KalshiSigner] = {}
 """In a worker process: the keys it has loaded, by (path, key id)."""
@@ -59,7 +61,7 @@ LoopSign = Callable[[str, str, str], str]
 
 
 def ignore_operator_signals() -> None:
-    """Runs in the worker process as it starts: SIGINT and SIGTERM are the executor's to act on."""
+    """Runs in the worker process as it starts: the operator's signals are the executor's."""
     for signum in OPERATOR_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
 
