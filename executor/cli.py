@@ -284,8 +284,8 @@ def _serve(args: argparse.Namespace) -> int:
         signer = None
         if settings.exchange.mode != "none":
             # Only an executor with an exchange pays for importing the order path (httpx & co.).
-            from executor.trading.assembly import order_path_factory
             from executor.trading.exchange_side import load_signer
+            from executor.trading.factory import order_path_factory
 
             if settings.exchange.mode == "real":
                 signer = load_signer(settings.exchange)

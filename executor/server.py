@@ -64,7 +64,7 @@ from executor.wire.unixsocket import (
 )
 
 if TYPE_CHECKING:  # the order path's modules load only when an exchange is configured
-    from executor.trading.assembly import OrderPathFactory
+    from executor.trading.factory import OrderPathFactory
 
 log = structlog.get_logger()
 

@@ -240,7 +240,7 @@ def test_the_walk_sees_every_kind_of_import_in_the_executor() -> None:
     graph = import_graph(PACKAGE_ROOT)
     assert "executor.telemetry" in graph["executor.wire.connection"]  # top level
     assert "executor.stats.command" in graph["executor.main"]  # inside main()
-    assert "executor.trading.assembly" in graph["executor.server"]  # under TYPE_CHECKING only
+    assert "executor.trading.factory" in graph["executor.server"]  # under TYPE_CHECKING only
     assert "executor.logs" in graph["executor.server"]  # from executor import logs
     assert len(graph) > 40  # the walk found the package, not an empty folder
 

@@ -25,18 +25,19 @@ exists (a refused start leaves no file behind):
   ``executor.exchange.status``, read before serving; later adoption passes, also after every audit
   outage).
 
-:class:`OrderPathFactory` is what the server is given: the two stages, in the order it enters them.
-Every start-up failure is one :class:`~executor.config.variables.StartupError` line. Exit order:
-pollers cancelled, shadow lane drained, telemetry closed by the server, then the client, the signing
-worker and the fake exchange, so in-flight orders have finished (and queued their resolution rows)
-before the client goes, and the rows are all queued before the server closes telemetry.
+``executor.trading.factory.OrderPathFactory`` is what the server is given: the two stages, in the
+order it enters them. Every start-up failure is one :class:`~executor.config.variables.StartupError`
+line. Exit order: pollers cancelled, shadow lane drained, telemetry closed by the server, then the
+client, the signing worker and the fake exchange, so in-flight orders have finished (and queued
+their resolution rows) before the client goes, and the rows are all queued before the server closes
+telemetry.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import structlog
@@ -73,7 +74,6 @@ from executor.fire.path import FirePath, OrderPath
 from executor.recording.heartbeat import (
     HEARTBEAT_INTERVAL_S,
     HEARTBEAT_PROCESS,
-    heartbeat_process_for,
     serve_heartbeats,
 )
 from executor.recording.orders.installation import ClientOrderIds, load_installation
@@ -90,85 +90,6 @@ from executor.trading.counters import order_path_counters
 from executor.trading.exchange_side import ExchangeSide, open_exchange_side, silent
 
 log = structlog.get_logger()
-
-
-class OrderPathFactory:
-    """What the server is given: the two stages of the order path, in the order it enters them.
-
-    ``exchange_side()`` first (before the database is opened), then ``factory(telemetry)`` (after);
-    called alone, ``factory(telemetry)`` opens the exchange side itself.
-    """
-
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        telemetry_db: Path,
-        kill_switch: KillSwitchState | None,
-        signer: KalshiSigner | None = None,
-        announce: Callable[[str], None] | None = None,
-        socket_path: Path | None = None,
-    ) -> None:
-        self.settings = settings
-        self.telemetry_db = telemetry_db
-        self.kill_switch = kill_switch
-        self.signer = signer
-        self.announce = announce
-        self.heartbeat_interval_s = HEARTBEAT_INTERVAL_S
-        """Seconds between heartbeat rows (a test shortens it: a heartbeat that is written is
-        what ends an audit-trail outage)."""
-        self.heartbeat_process = (
-            HEARTBEAT_PROCESS if socket_path is None else heartbeat_process_for(socket_path)
-        )
-        """The heartbeat row's ``process``: the instance, named by its socket."""
-        self._side: ExchangeSide | None = None
-
-    @asynccontextmanager
-    async def exchange_side(self) -> AsyncIterator[ExchangeSide]:
-        """Stage one (:func:`open_exchange_side`), kept for the second stage to use."""
-        async with open_exchange_side(
-            self.settings, signer=self.signer, announce=self.announce
-        ) as side:
-            self._side = side
-            try:
-                yield side
-            finally:
-                self._side = None
-
-    def __call__(self, telemetry: Telemetry) -> AbstractAsyncContextManager[FirePath]:
-        """Stage two (:func:`open_order_path`) over the exchange side, if one is open."""
-        return open_order_path(
-            self.settings,
-            telemetry,
-            telemetry_db=self.telemetry_db,
-            kill_switch=self.kill_switch,
-            signer=self.signer,
-            announce=self.announce,
-            side=self._side,
-            heartbeat_interval_s=self.heartbeat_interval_s,
-            heartbeat_process=self.heartbeat_process,
-        )
-
-
-def order_path_factory(
-    settings: Settings,
-    *,
-    telemetry_db: Path,
-    kill_switch: KillSwitchState | None,
-    signer: KalshiSigner | None = None,
-    announce: Callable[[str], None] | None = None,
-    socket_path: Path | None = None,
-) -> OrderPathFactory:
-    """The server's factory for ``settings`` (mode fake or real), its heartbeats named by
-    ``socket_path``."""
-    return OrderPathFactory(
-        settings,
-        telemetry_db=telemetry_db,
-        kill_switch=kill_switch,
-        signer=signer,
-        announce=announce,
-        socket_path=socket_path,
-    )
 
 
 @asynccontextmanager

@@ -22,7 +22,7 @@ from executor.config.settings import ExchangeSettings, Settings
 from executor.config.sizing import SizingConfig
 from executor.decide.risk import RiskLimits
 from executor.fake.exchange import ORDER_PATH, FakeCredentials, FakeExchange
-from executor.trading.assembly import order_path_factory
+from executor.trading.factory import order_path_factory
 from executor.wire.client import connect
 from executor.wire.protocol import WakeMessage
 from tests.support.inprocess import RunningServer, make_wake, start_server

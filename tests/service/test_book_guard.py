@@ -29,7 +29,7 @@ from executor.recording.counting.counters import TelemetryCounters
 from executor.recording.rows import HeartbeatRow
 from executor.recording.sqlite_writer import BatchOutcome
 from executor.runtime.kill_switch import KillSwitch
-from executor.trading.assembly import order_path_factory
+from executor.trading.factory import order_path_factory
 from executor.wire.client import connect
 from tests.service.test_audit_trail import HEARTBEAT_S, WAIT_S, query, set_fault, wake
 from tests.support.inprocess import RunningServer, start_server

@@ -20,7 +20,7 @@ from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.fire.path import OrderPath
 from executor.runtime.kill_switch import KillSwitch
 from executor.signer import KalshiSigner
-from executor.trading.assembly import order_path_factory
+from executor.trading.factory import order_path_factory
 from executor.wire.client import connect
 from tests.service.test_audit_trail import WAIT_S, query, wake
 from tests.service.test_book_guard import guard_of, rest_three, resting

@@ -36,7 +36,7 @@ from executor.recording.rows import OrderStatus, Stage, latency_row
 from executor.server import ServerStatistics
 from executor.signer import KalshiSigner
 from executor.telemetry import serve_telemetry
-from executor.trading.assembly import order_path_factory
+from executor.trading.factory import order_path_factory
 from executor.wire.client import connect
 from executor.wire.protocol import WakeMessage
 from tests.support.inprocess import RunningServer, make_wake, start_server

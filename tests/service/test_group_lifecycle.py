@@ -14,7 +14,7 @@ import trio
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.recording.database import TelemetryOpenError
 from executor.server import ExecutorServer, ServerConfig
-from executor.trading.assembly import order_path_factory
+from executor.trading.factory import order_path_factory
 from tests.service.test_audit_trail import query
 from tests.service.test_book_guard import settings_for, start
 

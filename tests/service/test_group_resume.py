@@ -18,7 +18,7 @@ from executor.config.settings import Settings
 from executor.exchange.book.offline_reset import reset_on_exchange
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.signer import KalshiSigner
-from executor.trading.assembly import order_path_factory
+from executor.trading.factory import order_path_factory
 from tests.service.test_audit_trail import WAIT_S, query
 from tests.service.test_exchange_halts import fire_and_wait, halts_of, orders_sent, settings_for
 from tests.support.inprocess import RunningServer, start_server

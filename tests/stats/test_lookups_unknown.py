@@ -23,7 +23,7 @@ from executor.recording.database import close_database, open_database
 from executor.recording.rows import HeartbeatRow
 from executor.recording.sqlite_writer import write_batch
 from executor.stats.command import stats_main
-from executor.trading.assembly import order_path_factory
+from executor.trading.factory import order_path_factory
 from executor.wire.client import connect
 from tests.service.test_fire_e2e import query, real_wake, settings_for
 from tests.support.inprocess import start_server
