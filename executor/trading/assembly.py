@@ -52,8 +52,8 @@ from executor.exchange.book.guard import BookGuard, book_guard
 from executor.exchange.book.run_group import open_run_group
 from executor.exchange.follow.account import AccountState, serve_account
 from executor.exchange.follow.adoption import Adopter, adopt_at_startup, take_adopted
-from executor.exchange.follow.ledger import Source
 from executor.exchange.follow.ledger_keeper import LedgerKeeper
+from executor.exchange.follow.observation import Source
 from executor.exchange.follow.reconcile import CollectedRows, Reconciler
 from executor.exchange.halts import ExchangeHalts
 from executor.exchange.orders.dispatcher import OrderDispatcher, OrderPolicy

@@ -14,8 +14,9 @@ from typing import Any
 import orjson
 
 from executor.exchange.book.cancels import CANCELED_BY_PREFIX, cancel_resting
-from executor.exchange.follow.ledger import Observation, OrderLedger, Source
+from executor.exchange.follow.ledger import OrderLedger
 from executor.exchange.follow.ledger_keeper import LedgerKeeper
+from executor.exchange.follow.observation import Observation, Source
 from executor.exchange.follow.reconcile_terms import CollectedRows
 from executor.exchange.rate_limits import RateLimits
 from executor.recording.rows import OrderStatus

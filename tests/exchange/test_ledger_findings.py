@@ -25,8 +25,9 @@ import trio.testing
 from executor.clock import wall_ms
 from executor.exchange.book.cancels import cancel_resting
 from executor.exchange.book.guard import BookGuard
-from executor.exchange.follow.ledger import Observation, OrderLedger, Source, observed_row
+from executor.exchange.follow.ledger import OrderLedger
 from executor.exchange.follow.ledger_keeper import LedgerKeeper
+from executor.exchange.follow.observation import Observation, Source, observed_row
 from executor.exchange.follow.reconcile import Reconciler
 from executor.exchange.messages import USER_DATA_TIMESTAMP_PATH
 from executor.exchange.orders.transport import ExchangeClient

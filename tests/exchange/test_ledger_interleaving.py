@@ -19,15 +19,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from executor.exchange.follow.ledger import (
-    Observation,
-    OrderLedger,
-    Rank,
-    Source,
-    decimal_of,
-    observed_row,
-    rank_of,
-)
+from executor.exchange.follow.ledger import OrderLedger, Rank, decimal_of, rank_of
+from executor.exchange.follow.observation import Observation, Source, observed_row
 from executor.recording.orders.terms import OUTCOME_UNKNOWN_PREFIX
 from executor.recording.rows import OrderRow, OrderRowKind, OrderStatus
 from tests.support.rows import order_row

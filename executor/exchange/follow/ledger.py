@@ -29,13 +29,13 @@ the account poll and the stream follow, and keeps it in step with every merge. N
 from __future__ import annotations
 
 import dataclasses
-import enum
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Final
 
 from executor.exchange.follow.follow_up import FollowedOrders
+from executor.exchange.follow.observation import Change, Observation, observed_row
 from executor.recording.orders.terms import (
     NO_SUCH_ORDER_PREFIX,
     Rank,
@@ -54,74 +54,6 @@ _AVERAGE_DECIMALS: Final = Decimal("0.0001")
 """Averages are written with 4 decimals, as the order response's fixed-point dollars are."""
 
 
-class Source(enum.StrEnum):
-    """Who saw what an observation says (for the log line and the tests)."""
-
-    ANSWER = "answer"
-    LOOKUP = "lookup"
-    STREAM_FILL = "stream_fill"
-    STREAM_ORDER = "stream_order"
-    CANCEL = "cancel"
-    JOURNAL = "journal"
-    ADOPTION = "adoption"
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """What one source says of one order.
-
-    Attributes:
-        client_order_id: the order.
-        source: who says it.
-        status: the row status it implies.
-        fill_count: the order's total filled, as a fixed-point string (None: not said).
-        remaining_count: contracts left on the book (None: not said).
-        kalshi_order_id: the exchange's id, when known.
-        average_fill_price / average_fee_paid: with ``fill_count``, when known.
-        exchange_ts_ms: when the exchange said it (its clock; for a lookup, when it was read).
-        error_message: the source's note for the row (None: keep the row's).
-        trade_id / fill_added / fill_price / fill_fee: a single fill (a ``fill`` message)
-            instead of a total; ``fill_fee`` is the fill's whole fee.
-        counted: the risk gate learns this fill another way (start-up's corrected rows).
-        row: the whole row the source built (the answer, a cancel): its other columns (times)
-            are taken when its word is taken.
-    """
-
-    client_order_id: str
-    source: Source
-    status: OrderStatus
-    fill_count: str | None = None
-    remaining_count: str | None = None
-    kalshi_order_id: str | None = None
-    average_fill_price: str | None = None
-    average_fee_paid: str | None = None
-    exchange_ts_ms: int | None = None
-    error_message: str | None = None
-    trade_id: str | None = None
-    fill_added: Decimal | None = None
-    fill_price: Decimal | None = None
-    fill_fee: Decimal | None = None
-    counted: bool = False
-    row: OrderRow | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """What one observation changed.
-
-    Attributes:
-        row: the order's row to write (None: nothing changed, or the order is not known).
-        new_fill: contracts of fill to tell the risk gate now (0: none).
-        final: the order reached a final state (it is no longer followed).
-        known: the ledger knows the order (False: the observation was for nobody).
-    """
-
-    row: OrderRow | None = None
-    new_fill: Decimal = Decimal(0)
-    final: bool = False
-    known: bool = True
-
-
 @dataclass(slots=True)
 class _Entry:
     row: OrderRow
@@ -132,22 +64,6 @@ class _Entry:
     trades: set[str] = field(default_factory=set)
     cancel_note: str | None = None
     """Why this executor asked for the order's cancel, for whichever source reports it ended."""
-
-
-def observed_row(row: OrderRow, source: Source = Source.ANSWER) -> Observation:
-    """A whole row a source built (the answer, a cancel, the journal) as an observation."""
-    return Observation(
-        client_order_id=row.client_order_id,
-        source=source,
-        status=row.status,
-        fill_count=row.fill_count,
-        remaining_count=row.remaining_count,
-        kalshi_order_id=row.kalshi_order_id,
-        average_fill_price=row.average_fill_price,
-        average_fee_paid=row.average_fee_paid,
-        error_message=row.error_message,
-        row=row,
-    )
 
 
 def _ended_by_cancel(row: OrderRow) -> bool:
@@ -392,13 +308,9 @@ class OrderLedger:
 
 __all__ = [
     "FINISHED_KEPT",
-    "Change",
-    "Observation",
     "OrderLedger",
     "Rank",
-    "Source",
     "decimal_of",
-    "observed_row",
     "rank_of",
     "resolvable",
     "single_fill",

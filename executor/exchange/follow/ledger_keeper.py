@@ -23,7 +23,8 @@ import trio
 
 from executor.clock import wall_ms
 from executor.exchange.follow.follow_up import FollowedOrders
-from executor.exchange.follow.ledger import Change, Observation, OrderLedger, Source, observed_row
+from executor.exchange.follow.ledger import OrderLedger
+from executor.exchange.follow.observation import Change, Observation, Source, observed_row
 from executor.exchange.follow.reconcile_terms import FillRecorder, OrderRowSink
 from executor.recording.rows import OrderRow
 

@@ -50,7 +50,6 @@ import trio
 
 from executor.clock import wall_ms
 from executor.exchange.follow.follow_up import FollowedOrders
-from executor.exchange.follow.ledger import Observation, Source
 from executor.exchange.follow.ledger_keeper import LedgerKeeper
 from executor.exchange.follow.lookup import (
     ExchangeOrder,
@@ -61,6 +60,7 @@ from executor.exchange.follow.lookup_try import (
     ask_once,
     take_fed,
 )
+from executor.exchange.follow.observation import Observation, Source
 from executor.exchange.follow.reconcile_terms import (
     Answers,
     CollectedRows,

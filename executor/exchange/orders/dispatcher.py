@@ -56,7 +56,7 @@ import trio
 from executor.clock import stamp_ns, wall_ms
 from executor.decide.decision import Order
 from executor.decide.order_request import FireRequest
-from executor.exchange.follow.ledger import observed_row
+from executor.exchange.follow.observation import observed_row
 from executor.exchange.follow.reconcile import Reconciler
 from executor.exchange.messages import (
     ExchangeAmbiguous,

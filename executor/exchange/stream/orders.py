@@ -47,8 +47,9 @@ import structlog
 import trio
 
 from executor.clock import wall_ms
-from executor.exchange.follow.ledger import Observation, Source, single_fill
+from executor.exchange.follow.ledger import single_fill
 from executor.exchange.follow.lookup import ExchangeOrder
+from executor.exchange.follow.observation import Observation, Source
 from executor.exchange.follow.reconcile import Reconciler
 from executor.exchange.stream.messages import (
     OtherMessage,
