@@ -20,9 +20,26 @@ SETTLE_POLL_S = 0.005
 """Polling interval while settling (seconds)."""
 
 
-def open_fds() -> int:
-    """Open file descriptors of this process (server and test clients share it)."""
-    return len(os.listdir("/proc/self/fd"))
+FdSet = frozenset[tuple[str, str]]
+"""Open descriptors as (number, what it points at): a descriptor closed and its number reused for
+something else is a different member."""
+
+
+def fd_set() -> FdSet:
+    """This process's open descriptors (the listing's own, under ``/proc``, left out)."""
+    found = set()
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor is gone by now
+            target = os.readlink(f"/proc/self/fd/{name}")
+            if not target.startswith("/proc/"):
+                found.add((name, target))
+    return frozenset(found)
+
+
+def opened_since(baseline: FdSet) -> int:
+    """Descriptors open now that were not at ``baseline``: what the test opened, whatever an
+    earlier test of this worker process closes meanwhile (its garbage, its threads)."""
+    return len(fd_set() - baseline)
 
 
 def describe_fds() -> list[str]:
@@ -59,21 +76,24 @@ async def settle(condition: Callable[[], bool], what: str) -> None:
     assert condition(), f"did not settle: {what}; open fds: {describe_fds()}"
 
 
-async def settle_to_baseline(running: RunningServer, fds: int, tasks: int, open_: int) -> None:
-    """Wait until descriptors, tasks and open connections are back to the given baseline."""
+async def settle_to_baseline(
+    running: RunningServer, fds: FdSet, tasks: int, open_: int
+) -> None:
+    """Wait until descriptors, tasks and open connections are back to the given baseline (every
+    descriptor opened since it closed again)."""
     await settle(lambda: running.server.statistics().connections_open == open_, "connections")
-    await settle(lambda: open_fds() == fds, f"fds {open_fds()} != {fds}")
+    await settle(lambda: opened_since(fds) == 0, "descriptors opened since the baseline")
     await settle(lambda: trio_tasks() == tasks, f"tasks {trio_tasks()} != {tasks}")
 
 
-async def warm_up(running: RunningServer, client: ExecutorClient) -> tuple[int, int]:
+async def warm_up(running: RunningServer, client: ExecutorClient) -> tuple[FdSet, int]:
     """A few round trips and their rows committed (SQLite opens its WAL files on the first
     commit); then the baseline descriptor and task counts."""
     await checked_requests(client, "warm", 3)
     telemetry = running.server.telemetry
     await settle(lambda: telemetry.statistics().rows_written >= 3, "warm-up rows written")
     await trio.testing.wait_all_tasks_blocked()
-    return open_fds(), trio_tasks()
+    return fd_set(), trio_tasks()
 
 
 async def checked_requests(client: ExecutorClient, label: str, count: int) -> None:

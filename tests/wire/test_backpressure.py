@@ -16,7 +16,7 @@ from bench.reports.stats import percentile
 from executor.wire.client import ExecutorClient, connect
 from executor.wire.protocol import encode_frame
 from tests.support.inprocess import RunningServer, make_wake
-from tests.support.probes import open_fds, settle, settle_to_baseline, trio_tasks, warm_up
+from tests.support.probes import opened_since, settle, settle_to_baseline, trio_tasks, warm_up
 
 FLOOD_FRAMES = 3000
 """Frames each flooder pipelines: their acks far exceed what a socket buffer holds."""
@@ -87,7 +87,7 @@ async def test_idle_connections_cost_only_their_tasks(executor_server: RunningSe
         idle = [await trio.open_unix_socket(str(executor_server.socket_path)) for _ in range(100)]
         await settle(lambda: server.statistics().connections_open == 101, "idle connections open")
         await trio.testing.wait_all_tasks_blocked()
-        assert open_fds() == fds + 200
+        assert opened_since(fds) == 200
         assert trio_tasks() == tasks + 100
         latencies = await timed_requests(good, "among-idle", 50)
         print(f"among 100 idle connections: p50 {percentile(latencies, 0.5):.0f} us")
