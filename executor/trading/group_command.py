@@ -9,28 +9,21 @@ stderr each).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 from executor.config.variables import ConfigError
-from executor.runtime.exit_codes import EXIT_FAILURE, EXIT_OK
-from executor.trading.kill_command import real_exchange
+from executor.runtime.exit_codes import EXIT_FAILURE
+from executor.trading.kill_command import (
+    OfflineParser,
+    add_exchange_source,
+    parse_offline,
+    real_exchange,
+)
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    # argparse exits 2 on bad usage; this command's failures are all 1.
-    def error(self, message: str) -> NoReturn:
-        raise _UsageError(message)
-
-
-def _parser() -> _Parser:
-    parser = _Parser(
+def _parser() -> OfflineParser:
+    parser = OfflineParser(
         prog="executor group",
         description="Reset this installation's order group on the exchange (after the exchange "
         "triggered it: the executor serving the database is told, and sends again).",
@@ -43,22 +36,16 @@ def _parser() -> _Parser:
         metavar="PATH",
         help="the executor's database (it records the order group)",
     )
-    parser.add_argument("--env-file", type=Path, default=None, metavar="PATH")
-    parser.add_argument("--environment", choices=("demo", "prod"), default=None)
-    parser.add_argument("--exchange-ca-file", type=Path, default=None, metavar="PATH")
+    add_exchange_source(parser)
     return parser
 
 
 def group_main(argv: list[str]) -> int:
     """``executor group reset --telemetry-db D [--env-file F] [--environment E]``."""
     parser = _parser()
-    try:
-        args = parser.parse_args(argv)
-    except _UsageError as error:
-        print(f"{parser.prog}: {error}", file=sys.stderr)
-        return EXIT_FAILURE
-    except SystemExit as leaving:  # --help
-        return EXIT_OK if leaving.code is None else int(leaving.code)
+    args = parse_offline(parser, argv)
+    if isinstance(args, int):
+        return args
     try:
         settings, signer = real_exchange(args, "the group is reset on the exchange")
     except ConfigError as error:

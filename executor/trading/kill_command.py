@@ -61,9 +61,7 @@ class ExchangeKillCommand:
             help="the executor's database: engage also cancels its resting orders and triggers "
             "its order group on the exchange (needs the exchange's KALSHI_* credentials)",
         )
-        group.add_argument("--env-file", type=Path, default=None, metavar="PATH")
-        group.add_argument("--environment", choices=("demo", "prod"), default=None)
-        group.add_argument("--exchange-ca-file", type=Path, default=None, metavar="PATH")
+        add_exchange_source(group)
 
     def asked(self, args: argparse.Namespace) -> bool:
         """Whether ``--telemetry-db`` was given."""
@@ -122,14 +120,40 @@ class _UsageError(Exception):
     """Bad command-line usage; the message is the one line printed."""
 
 
-class _Parser(argparse.ArgumentParser):
-    # argparse exits 2 on bad usage, which would read as "engaged" to a script checking status.
+class OfflineParser(argparse.ArgumentParser):
+    """The parser of the offline commands (``killswitch``, ``group``): bad usage is one line and
+    exit 1 (for ``killswitch``, 2 would read as "engaged" to a script checking status)."""
+
     def error(self, message: str) -> NoReturn:
         raise _UsageError(message)
 
 
-def _parser() -> _Parser:
-    parser = _Parser(
+def add_exchange_source(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The flags that name the exchange and its credentials beside the ``KALSHI_*`` variables,
+    as ``executor serve`` takes them."""
+    parser.add_argument("--env-file", type=Path, default=None, metavar="PATH")
+    parser.add_argument("--environment", choices=("demo", "prod"), default=None)
+    parser.add_argument("--exchange-ca-file", type=Path, default=None, metavar="PATH")
+
+
+def parse_offline(
+    parser: OfflineParser, argv: list[str], *, intermixed: bool = False
+) -> argparse.Namespace | int:
+    """``argv`` parsed, or the exit status when it is bad usage (one line printed, 1) or
+    ``--help`` (its own status, 0)."""
+    try:
+        if intermixed:
+            return parser.parse_intermixed_args(argv)
+        return parser.parse_args(argv)
+    except _UsageError as error:
+        print(f"{parser.prog}: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+    except SystemExit as leaving:  # --help
+        return EXIT_OK if leaving.code is None else int(leaving.code)
+
+
+def _parser() -> OfflineParser:
+    parser = OfflineParser(
         prog="executor killswitch",
         description=(
             "Engage, release or inspect the executor's kill switch file. status exits 2 while "
@@ -171,13 +195,9 @@ def killswitch_main(argv: list[str], exchange: ExchangeKillCommand | None = None
     parser = _parser()
     if exchange is not None:
         exchange.add_arguments(parser)
-    try:
-        args = parser.parse_intermixed_args(argv)
-    except _UsageError as error:
-        print(f"{parser.prog}: {error}", file=sys.stderr)
-        return EXIT_FAILURE
-    except SystemExit as leaving:  # --help
-        return EXIT_OK if leaving.code is None else int(leaving.code)
+    args = parse_offline(parser, argv, intermixed=True)
+    if isinstance(args, int):
+        return args
     command: str | None = args.command
     words: list[str] = args.reason
     if command is None:

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
 from executor.exchange.book.cancels import CANCELED_BY_PREFIX, cancel_resting
 from executor.exchange.follow.ledger import OrderLedger
 from executor.exchange.follow.ledger_keeper import LedgerKeeper
@@ -20,6 +18,7 @@ from executor.exchange.follow.observation import Observation, Source
 from executor.exchange.follow.reconcile_terms import CollectedRows
 from executor.exchange.rate_limits import RateLimits
 from executor.recording.rows import OrderStatus
+from tests.exchange.test_book_behaviours import CountingWriter
 from tests.exchange.test_cancels import accepted_row
 
 ORDER = "a" * 32
@@ -80,12 +79,12 @@ def test_without_a_note_the_streams_canceled_row_says_nothing_of_why() -> None:
     assert change.row.error_message is None
 
 
-class _OvertakenWriter:
+class _OvertakenWriter(CountingWriter):
     """A book writer whose batch cancel is overtaken by the stream: the order's "canceled"
-    reaches the ledger while the request is out, then the batch answers."""
+    reaches the ledger while the request is out, then the batch answers as done."""
 
     def __init__(self, keeper: LedgerKeeper) -> None:
-        self.limits = RateLimits()
+        super().__init__(RateLimits())
         self.keeper = keeper
 
     async def send_json(
@@ -98,13 +97,7 @@ class _OvertakenWriter:
         params: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         await self.keeper.observe(_said(OrderStatus.CANCELED, "0.00", "0.00"))
-        ids = [entry["order_id"] for entry in orjson.loads(body or b"{}").get("orders", [])]
-        return {"orders": [{"order_id": oid, "reduced_by": "3.00", "ts_ms": 1} for oid in ids]}
-
-    async def get_json(
-        self, path: str, params: Mapping[str, str] | None = None
-    ) -> dict[str, Any]:
-        raise AssertionError("no lookup expected")
+        return await super().send_json(method, path, body, items=items, params=params)
 
 
 async def test_the_cancels_note_their_reason_before_the_request_is_sent() -> None:
