@@ -64,12 +64,12 @@ from executor.exchange.rest import tls_context
 from executor.exchange.status import StatusWatch
 from executor.exchange.stream.client import (
     StreamEndpoint,
-    StreamState,
     poll_unless_streaming,
     serve_stream,
     stream_url_of,
 )
 from executor.exchange.stream.orders import StreamedOrders, StreamFeed
+from executor.exchange.stream.state import StreamState
 from executor.fire.path import FirePath, OrderPath
 from executor.recording.heartbeat import (
     HEARTBEAT_INTERVAL_S,

@@ -17,8 +17,8 @@ from executor.exchange.follow.adoption import Adopter
 from executor.exchange.follow.reconcile import Reconciler
 from executor.exchange.halts import ExchangeHalts
 from executor.exchange.orders.transport import ExchangeClient
-from executor.exchange.stream.client import StreamState
 from executor.exchange.stream.orders import StreamedOrders
+from executor.exchange.stream.state import StreamState
 
 
 def order_path_counters(

@@ -19,11 +19,11 @@ from executor.exchange.stream.client import (
     BACKOFF_MAX_S,
     StreamDown,
     StreamEndpoint,
-    StreamState,
     reconnect_delay_s,
     serve_stream,
 )
 from executor.exchange.stream.orders import StreamedOrders
+from executor.exchange.stream.state import StreamState
 
 NOMINAL_S = [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
 """The wait after the 1st, 2nd, ... failure in a row, before jitter."""

@@ -23,11 +23,11 @@ from executor.exchange.rest import tls_context
 from executor.exchange.stream import client as stream_client
 from executor.exchange.stream.client import (
     StreamEndpoint,
-    StreamState,
     serve_stream,
     stream_url_of,
 )
 from executor.exchange.stream.orders import StreamedOrders
+from executor.exchange.stream.state import StreamState
 from executor.fake.book.orders import iso_time
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.recording.rows import LatencyRow, OrderRow, OrderStatus
@@ -112,7 +112,7 @@ async def streaming(
         nursery.start_soon(serve_stream, endpoint, orders, state)
         with trio.fail_after(WAIT_S):
             while not state.connected:
-                await exchange.stream.wait_changed()
+                await state.wait_changed()
         yield orders, state
         nursery.cancel_scope.cancel()
 
@@ -129,7 +129,7 @@ async def test_a_dropped_connection_is_one_reconnect_line_not_a_crash(
             fake_exchange.stream.drop_connections()
             with trio.fail_after(WAIT_S):
                 while state.connects < 2 or not state.connected:
-                    await fake_exchange.stream.wait_changed()
+                    await state.wait_changed()
     events = [(entry["log_level"], entry["event"]) for entry in logs]
     assert not [event for event in events if event[0] == "error"], events
     downs = [entry for entry in logs if entry["event"].startswith("exchange stream down")]

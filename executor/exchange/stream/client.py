@@ -60,6 +60,7 @@ from executor.exchange.stream.messages import (
     subscribe_command,
 )
 from executor.exchange.stream.orders import StreamedOrders
+from executor.exchange.stream.state import StreamState
 from executor.logs import RateLimitedWarning
 from executor.signer import HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP
 
@@ -108,26 +109,6 @@ class StreamEndpoint:
     key_id: str
     sign: Callable[[str, str, str], str]
     context: ssl.SSLContext
-
-
-@dataclass
-class StreamState:
-    """The connection's life in numbers (the exit line's and the gauge's).
-
-    Attributes:
-        connected: 1 while connected, subscribed and reconciled (the stream is trusted), else 0.
-        connects: connections that reached the subscription; reconnects: those after the first.
-        failures: attempts or connections that ended in an error.
-    """
-
-    connected: int = 0
-    connects: int = 0
-    failures: int = 0
-
-    @property
-    def reconnects(self) -> int:
-        """Connections after the first."""
-        return max(0, self.connects - 1)
 
 
 def stream_url_of(base_url: str) -> str:
@@ -287,10 +268,10 @@ async def _connection(
     """One connection, from the handshake to its end (which always raises)."""
     async with open_stream(endpoint) as ws:
         await subscribe(ws, orders, halts)
-        state.connects += 1
+        state.note(connected=0, connects=1)
         if not await orders.reconcile_followed():
             raise StreamDown("the reconciliation could not ask the exchange")
-        state.connected = 1
+        state.note(connected=1)
         log.info(
             "exchange stream up: fills and order updates as they happen",
             followed=len(orders.reconciler.followed),
@@ -330,8 +311,7 @@ async def serve_stream(
             reason = "closed"
         trusted = orders.trusted
         orders.untrust()
-        state.connected = 0
-        state.failures += 1
+        state.note(connected=0, failures=1)
         # A connection that was trusted counts as a success: this failure is the first again.
         failures_in_a_row = 1 if trusted else failures_in_a_row + 1
         delay_s = reconnect_delay_s(failures_in_a_row, jitter())
@@ -393,7 +373,6 @@ __all__ = [
     "PONG_TIMEOUT_S",
     "StreamDown",
     "StreamEndpoint",
-    "StreamState",
     "handshake_headers",
     "open_stream",
     "poll_unless_streaming",
