@@ -72,12 +72,36 @@ TIMING_FLAG = "--timing"
 SLOWEST_SHOWN = 20
 """Tests named by ``--timing`` (pytest's ``--durations``): enough to see where the time goes."""
 
+SUITE_TARGET_S = 180.0
+"""Issue 33's target for the whole suite's wall time on an installed environment (2 cores)."""
 
-def _timed(argv: list[str]) -> int:
+FRESH_CLONE_TARGET_S = 240.0
+"""Issue 33's target for a fresh clone's ``dev.py test``: the install and the whole suite."""
+
+
+def targets_line(suite_s: float, install_s: float | None) -> str:
+    """The whole suite's figures beside issue 33's targets; the fresh-clone figure only when this
+    run installed the environment (``install_s``), as a fresh clone's first command does."""
+
+    def verdict(figure_s: float, target_s: float) -> str:
+        met = "met" if round(figure_s, 1) <= target_s else "missed"  # as printed
+        return f"{figure_s:.1f} s (target <= {target_s:.0f} s: {met})"
+
+    line = f"dev.py: the whole suite: {verdict(suite_s, SUITE_TARGET_S)}"
+    if install_s is not None:
+        line += (
+            f"; with this run's install ({install_s:.1f} s), a fresh clone's "
+            f"`dev.py test`: {verdict(install_s + suite_s, FRESH_CLONE_TARGET_S)}"
+        )
+    return line
+
+
+def _timed(argv: list[str], whole_suite: bool = False, install_s: float | None = None) -> int:
     """Run ``argv`` (a pytest command) with its 20 slowest durations, then print one line with
     its wall time, CPU time (user + sys of every process it waited for: the workers and the
     executors the tests start) and the load average before and after (the machine is shared, so
-    the CPU time is the steadier figure)."""
+    the CPU time is the steadier figure). For the whole suite, a second line sets its figures
+    beside issue 33's targets (:func:`targets_line`)."""
     load_before = os.getloadavg()[0]
     usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
@@ -92,6 +116,8 @@ def _timed(argv: list[str]) -> int:
         f"and {os.getloadavg()[0]:.2f} after on {os.cpu_count()} CPUs, pytest exit {status}",
         flush=True,
     )
+    if whole_suite:
+        print(targets_line(wall_s, install_s), flush=True)
     return status
 
 
@@ -143,14 +169,15 @@ def _select_python() -> tuple[str, Path]:
     return chosen, ROOT / f".venv-{version}"
 
 
-def _ensure_venv() -> Path:
-    """Create or refresh the environment; return its ``bin`` folder."""
+def _ensure_venv() -> tuple[Path, bool]:
+    """Create or refresh the environment; return its ``bin`` folder and whether this call
+    installed it."""
     python, venv = _select_python()
     bin_dir = venv / "bin"
     stamp = venv / ".installed-pyproject"
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
     if stamp.exists() and stamp.read_text() == digest and (bin_dir / "python").exists():
-        return bin_dir
+        return bin_dir, False
     if not (bin_dir / "python").exists():
         print(f"dev.py: creating {venv}", file=sys.stderr)
         subprocess.run([python, "-m", "venv", str(venv)], check=True)
@@ -160,7 +187,7 @@ def _ensure_venv() -> Path:
         [*pip, "--disable-pip-version-check", "-e", f"{ROOT}[test,dev,bench,plot]"], check=True
     )
     stamp.write_text(digest)
-    return bin_dir
+    return bin_dir, True
 
 
 def _run(argv: list[str], cwd: Path = ROOT) -> int:
@@ -318,7 +345,10 @@ def main() -> int:
         from tools.layout import main as layout_main
 
         return layout_main(rest)
-    python = str(_ensure_venv() / "python")
+    started = time.monotonic()
+    bin_dir, installed = _ensure_venv()
+    install_s = time.monotonic() - started if installed else None
+    python = str(bin_dir / "python")
     if command == "setup":
         return 0  # the environment is ready; CI builds the other versions' ahead of their turn
     if command == "serve":
@@ -334,7 +364,9 @@ def main() -> int:
         pytest_args = rest[1:] if timing else rest
         workers = [] if pytest_args else ["-n", str(TEST_WORKERS)]
         argv = [python, "-m", "pytest", *workers, *pytest_args]
-        return _timed(argv) if timing else _run(argv)
+        if timing:
+            return _timed(argv, whole_suite=not pytest_args, install_s=install_s)
+        return _run(argv)
     if command == "check":
         return (
             _run([python, "-m", "ruff", "check", "."])
