@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import math
 import os
 import signal
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 import structlog
 import trio
@@ -33,6 +31,7 @@ from executor.runtime.placement import (
     parse_cpus,
 )
 from executor.runtime.signals import GROUP_RESET_SIGNAL
+from executor.runtime.usage import OneLineParser, flag_type, positive_int, seconds
 from executor.server import DEFAULT_GRACE_S, ExecutorServer, ServerConfig, SocketSetupError
 from executor.telemetry import BATCH_LINGER_S, CHANNEL_CAPACITY, TelemetryOpenError
 from executor.wire.socket_access import (
@@ -46,42 +45,10 @@ from executor.wire.unixsocket import SocketPathError
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
+
 def exit_status(error: Exception) -> int:
     """The exit status a start-up error ends the process with (the one rule, in one place)."""
     return EXIT_USAGE if isinstance(error, (ConfigError, SocketPathError)) else EXIT_FAILURE
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    """Bad usage is one line on stderr and exit status 2, never a usage dump or a traceback."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
-
-
-# argparse names a type function in its own "invalid <name> value" message when the function
-# raises ValueError; these raise ArgumentTypeError with the problem in words instead.
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(
-            f"must be a number of seconds, 0 or more (e.g. 0.5), got {text!r}"
-        )
-    return value
 
 
 def _metrics_address(text: str) -> tuple[str, int]:
@@ -93,13 +60,6 @@ def _metrics_address(text: str) -> tuple[str, int]:
         ) from None
 
 
-def _cpus(text: str) -> frozenset[int]:
-    try:
-        return parse_cpus(text)
-    except PlacementError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
 def _socket_path(text: str) -> Path:
     # Checked on the text: Path("") is "." and Path("run/") is "run", a different file.
     if not text or text.endswith("/"):
@@ -109,23 +69,14 @@ def _socket_path(text: str) -> Path:
     return Path(text)
 
 
-def _socket_mode(text: str) -> int:
-    try:
-        return parse_socket_mode(text)
-    except SocketAccessError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def _socket_group(text: str) -> tuple[int, str]:
-    try:
-        return resolve_socket_group(text)
-    except SocketAccessError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+_cpus = flag_type(parse_cpus, PlacementError)
+_socket_mode = flag_type(parse_socket_mode, SocketAccessError)
+_socket_group = flag_type(resolve_socket_group, SocketAccessError)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``executor`` argument parser (``killswitch`` arguments are parsed by its own module)."""
-    parser = _OneLineParser(
+    parser = OneLineParser(
         prog="executor",
         description="The trio-executor order executor: receives wakes on a Unix socket, acks them, "
         "records their latency in SQLite, and fires.",
@@ -168,13 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--kill-switch-ttl",
-        type=_seconds,
+        type=seconds,
         default=DEFAULT_TTL_S,
         help=f"seconds a kill-switch reading is cached, 0 = none (default {DEFAULT_TTL_S})",
     )
     serve.add_argument(
         "--contract-count",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="the fixed contracts per order: shadow fires, fires without an exchange, and the "
         "floor of sizing (default KALSHI_FIXED_ORDER_CONTRACT_COUNT, else "
@@ -182,19 +133,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--grace",
-        type=_seconds,
+        type=seconds,
         default=DEFAULT_GRACE_S,
         help=f"seconds in-flight work may run after a signal (default {DEFAULT_GRACE_S})",
     )
     serve.add_argument(
         "--telemetry-capacity",
-        type=_positive_int,
+        type=positive_int,
         default=CHANNEL_CAPACITY,
         help=f"rows the telemetry channel holds before dropping (default {CHANNEL_CAPACITY})",
     )
     serve.add_argument(
         "--telemetry-linger",
-        type=_seconds,
+        type=seconds,
         default=BATCH_LINGER_S,
         help="seconds the writer waits after a batch's first row to gather more; 0 commits "
         f"what is queued at once (default {BATCH_LINGER_S})",
@@ -219,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--keep-warm",
-        type=_seconds,
+        type=seconds,
         default=0.0,
         metavar="SECONDS",
         help="after this long without a real wake, rehearse the last one (decided and its order "
@@ -237,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_exchange_arguments(serve)
     serve.add_argument(
         "--log-queue-records",
-        type=_positive_int,
+        type=positive_int,
         default=logs.LOG_QUEUE_RECORDS,
         help="log records waiting for the stderr writer before new ones are dropped and counted "
         f"as log_dropped (default {logs.LOG_QUEUE_RECORDS})",

@@ -16,11 +16,12 @@ import sqlite3
 import sys
 import time
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
 from executor.recording.rows import Stage
 from executor.recording.schema import default_telemetry_db
 from executor.runtime.exit_codes import EXIT_OK
+from executor.runtime.usage import OneLineParser
 from executor.stats.output import write_report
 from executor.stats.plot import check_plot_path
 from executor.stats.queries import (
@@ -138,13 +139,6 @@ def render_text(report: Report) -> str:
 
 def _iso(epoch_ms: int) -> str:
     return dt.datetime.fromtimestamp(epoch_ms / 1000, tz=dt.UTC).isoformat(timespec="seconds")
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Bad usage is one line on stderr and exit status 2 (``stats`` and ``orders`` alike)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def add_telemetry_db_argument(parser: argparse.ArgumentParser) -> None:

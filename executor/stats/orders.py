@@ -22,9 +22,9 @@ from typing import Any, Final
 from executor.recording.rows import OrderStatus
 from executor.recording.schema import default_telemetry_db
 from executor.runtime.exit_codes import EXIT_OK
+from executor.runtime.usage import OneLineParser, positive_int
 from executor.stats.command import (
     EXIT_BAD_INPUT,
-    OneLineParser,
     add_telemetry_db_argument,
     parse_since,
 )
@@ -39,7 +39,6 @@ DEFAULT_LIMIT: Final = 20
 
 STATUSES: Final = tuple(status.value for status in OrderStatus)
 """``orders_fired.status`` values (the table's CHECK), in the order the table lists them."""
-
 
 
 COLUMNS: Final = (
@@ -191,16 +190,6 @@ def _statuses(text: str) -> tuple[str, ...]:
     return names
 
 
-def _limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The ``executor orders`` argument parser."""
     parser = OneLineParser(
@@ -225,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ticker", help="only this market ticker (exact)")
     parser.add_argument(
         "--limit",
-        type=_limit,
+        type=positive_int,
         default=DEFAULT_LIMIT,
         metavar="N",
         help=f"at most N orders (default {DEFAULT_LIMIT})",
