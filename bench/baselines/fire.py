@@ -8,19 +8,15 @@ rate-limit token (real fires), timestamps, signs **on the event loop** with
 (``dry_run``) stops there. A real fire ``POST``s through one pre-warmed keep-alive
 ``aiohttp.ClientSession`` and reads the whole response.
 
-Deliberately absent (confounds the benchmark names): no risk gate, no sizing (the fixed contract
-count), no audit rows. aiohttp builds its request inside ``post()``, after the ``sent`` stamp.
+Absent (confounds the benchmark names): risk gate, sizing (fixed count), audit rows. aiohttp
+builds its request inside ``post()``, after the ``sent`` stamp.
 
-The ``wire`` stamp (docs/performance/plan/, 2026-12-01) is taken right after aiohttp's own
-``transport.write`` of the request's bytes returned: :func:`install_wire_stamp` wraps the two
-methods through which aiohttp's stream writer hands bytes to the transport, and stamps the
-``OrderStamps`` that the fire put in a context variable (aiohttp's write task inherits the fire
-task's context). The last write of a request is its last byte; the wrapper costs one
-``ContextVar.get`` and one clock read per write.
+The ``wire`` stamp (docs/performance/plan/, 2026-12-01): :func:`install_wire_stamp` wraps the two
+methods through which aiohttp's stream writer hands bytes to the transport and stamps, after each
+write, the fire's ``OrderStamps`` found in a context variable (aiohttp's write task inherits it):
+the last write is the request's last byte; one ``ContextVar.get`` and a clock read a write.
 
-Configured by the reference's variables (``KALSHI_API_KEY_ID``, ``KALSHI_PRIVATE_KEY_PATH``,
-``KALSHI_DEMO_BASE_URL``, ``KALSHI_CA_FILE``, ``KALSHI_ORDER_TIME_IN_FORCE``,
-``KALSHI_ORDER_SELF_TRADE_PREVENTION_TYPE``, ``KALSHI_FIXED_ORDER_CONTRACT_COUNT``); demo only.
+Configured by the reference's ``KALSHI_*`` variables (:func:`config_from_env` reads them); demo only.
 """
 
 from __future__ import annotations
