@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from executor.recording.rows import Stage
 from executor.recording.schema import default_telemetry_db
-from executor.runtime.exit_codes import EXIT_OK
+from executor.runtime.exit_codes import EXIT_OK, EXIT_USAGE
 from executor.runtime.usage import OneLineParser
 from executor.stats.output import write_report
 from executor.stats.plot import check_plot_path
@@ -32,8 +32,6 @@ from executor.stats.queries import (
     build_report,
     open_read_only,
 )
-
-EXIT_BAD_INPUT: Final = 2
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
 _UNIT_S: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -214,7 +212,7 @@ def stats_main(argv: list[str]) -> int:
             plotter(report, args.plot)
     except StatsError as error:
         print(f"executor stats: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return EXIT_USAGE
     # A reader that stops early (| head -1) is a normal end, not an error.
     if args.json:
         write_report(json.dumps(report.to_json(), indent=2, sort_keys=False))

@@ -21,10 +21,9 @@ from typing import Any, Final
 
 from executor.recording.rows import OrderStatus
 from executor.recording.schema import default_telemetry_db
-from executor.runtime.exit_codes import EXIT_OK
+from executor.runtime.exit_codes import EXIT_OK, EXIT_USAGE
 from executor.runtime.usage import OneLineParser, positive_int
 from executor.stats.command import (
-    EXIT_BAD_INPUT,
     add_telemetry_db_argument,
     parse_since,
 )
@@ -247,7 +246,7 @@ def orders_main(argv: list[str]) -> int:
             connection.close()
     except StatsError as error:
         print(f"executor orders: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return EXIT_USAGE
     if args.json:
         document = to_json(args.telemetry_db, query, orders, now_ms)
         write_report(json.dumps(document, indent=2))
