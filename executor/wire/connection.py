@@ -25,6 +25,15 @@ ack never has its ack held. Acks always leave in frame order. An ack the kernel 
 whole ends the batch: the task waits for writability to send the rest, and the frames behind it
 stay buffered for the next batch.
 
+**Reading between batches** (issue 34). One read takes whatever the kernel holds, up to the
+buffer (~300 small frames after a stall); working through them takes several batches. Before each
+batch after the first, while unconsumed bytes remain, the loop takes what the kernel holds into
+the buffer's free room (``Connection.top_up``: one non-blocking ``recv``), so the peer's socket
+empties at the pace the frames arrive, not once per buffer: a poller that waits for its writes to
+drain never sees a full socket while the executor works through what it already read (a full
+buffer's worth kept it from reading for 1-8 ms: docs/performance/notebook/ 2026-12-06). Frames are
+still handled in order; only where the bytes wait changes.
+
 The timed span (``wake_recv``) of a frame starts when its handling starts (its bytes are in the
 buffer: after the body read) and ends when the last byte of **its own** ack was handed to the
 kernel (SERVICE.md step 5). Sent alone, it contains the frame's strict decode (``decode_wake``:
@@ -67,6 +76,11 @@ from executor.wire.protocol import (
 
 RECEIVE_BUFFER_BYTES: Final = 2 * (PREFIX_BYTES + MAX_FRAME_BYTES)
 """One connection's read buffer: room for a whole maximal frame wherever the last one ended."""
+
+TOP_UP_ROOM: Final = 16 * 1024
+"""Free bytes behind the unconsumed ones below which ``Connection.top_up`` first moves them to
+the buffer's front (bytes): about 40 small frames' room, so a top-up is worth its system call,
+and a move (a ``memmove`` of at most the buffer) is rare."""
 
 FRAME_READ_TIMEOUT_S: Final = 5.0
 """Longest a frame may take from its first byte to its last (seconds): a poller writes a wake in
@@ -123,6 +137,27 @@ class Connection:
                 return False
             self.end += received
         return True
+
+    def top_up(self) -> None:
+        """Take what the kernel holds into the buffer's free room: one non-blocking ``recv``.
+
+        Only while unconsumed bytes remain: an empty buffer is the next read's, which waits if it
+        must. The unconsumed bytes move to the front first when less than ``TOP_UP_ROOM`` is free
+        behind them. Nothing to read, an end of stream or a reset is left for the next read,
+        which sees it again.
+        """
+        pending = self.end - self.start
+        if not pending:
+            return
+        if len(self.buffer) - self.end < TOP_UP_ROOM and self.start:
+            self.buffer[:pending] = self.buffer[self.start : self.end]
+            self.start, self.end = 0, pending
+        if self.end == len(self.buffer):
+            return
+        try:
+            self.end += self.sock.recv_into(self.view[self.end :])
+        except (BlockingIOError, *PEER_GONE_ERRORS):
+            return
 
     def make_room(self, size: int) -> None:
         """Let the buffer take ``size`` unconsumed bytes from ``start``: back to the front when
@@ -227,6 +262,7 @@ async def _serve_batches(
         connection.frame_deadline = None
         if stopping.is_set():
             return "shutdown"
+        connection.top_up()  # frames left from the last read: the kernel's bytes join them first
         connection.idle = True
         try:
             if not await connection.receive_at_least(PREFIX_BYTES):
@@ -320,6 +356,7 @@ __all__ = [
     "ACK_JOIN_FRAMES",
     "MAX_BATCH_FRAMES",
     "RECEIVE_BUFFER_BYTES",
+    "TOP_UP_ROOM",
     "Connection",
     "FrameCounters",
     "PeerGone",

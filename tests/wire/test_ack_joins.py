@@ -25,24 +25,31 @@ TICK_NS = 1_000
 
 
 class OneFramePerRead(ScriptedSocket):
-    """Hands over one whole frame per ``recv_into`` call (a peer that waits on each ack)."""
+    """Hands over one group of whole frames per ``recv_into`` call, and the next group only once
+    every frame handed over so far is acked (a peer that waits on each ack): before that, there
+    is nothing to read."""
 
     def __init__(
         self,
-        frames: list[bytes],
+        groups: list[list[bytes]],
         events: Events,
         takes: list[int | Exception],
         stuck: socket.socket,
     ) -> None:
         super().__init__(b"", events, takes, stuck)
-        self._frames = frames
+        self._groups = groups
+        self._handed = 0
 
     def recv_into(self, view: memoryview) -> int:
-        if not self._frames:
+        if not self._groups:
             return 0
-        frame = self._frames.pop(0)
-        view[: len(frame)] = frame
-        return len(frame)
+        if len(ack_ids(b"".join(self.sent))) < self._handed:
+            raise BlockingIOError  # the peer has not written the next frame yet
+        group = self._groups.pop(0)
+        data = b"".join(group)
+        view[: len(data)] = data
+        self._handed += len(group)
+        return len(data)
 
 
 def shadows(prefix: str, count: int) -> list[WakeMessage]:
@@ -51,7 +58,7 @@ def shadows(prefix: str, count: int) -> list[WakeMessage]:
 
 def one_frame_per_read(run: Scripted, groups: list[list[WakeMessage]]) -> None:
     """Make ``run``'s socket hand over each group of wakes in one read."""
-    frames = [b"".join(encode_frame(wake) for wake in group) for group in groups]
+    frames = [[encode_frame(wake) for wake in group] for group in groups]
     run.sock = OneFramePerRead(frames, run.events, run.sock._takes, run.sock._stuck)
 
 
