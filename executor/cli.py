@@ -31,6 +31,7 @@ from executor.runtime.placement import (
     parse_cpus,
 )
 from executor.runtime.signals import GROUP_RESET_SIGNAL
+from executor.runtime.thread_priority import WRITER_PRIORITIES
 from executor.runtime.usage import OneLineParser, flag_type, positive_int, seconds
 from executor.server import DEFAULT_GRACE_S, ExecutorServer, ServerConfig, SocketSetupError
 from executor.telemetry import BATCH_LINGER_S, CHANNEL_CAPACITY, TelemetryOpenError
@@ -149,6 +150,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=BATCH_LINGER_S,
         help="seconds the writer waits after a batch's first row to gather more; 0 commits "
         f"what is queued at once (default {BATCH_LINGER_S})",
+    )
+    serve.add_argument(
+        "--writer-priority",
+        choices=WRITER_PRIORITIES,
+        default="idle",
+        help="idle: the telemetry writer thread runs under SCHED_IDLE when it may use more than "
+        "one CPU, so it never holds a CPU the event loop wakes on; normal: leave it as it starts "
+        "(default idle)",
     )
     serve.add_argument(
         "--gc",
@@ -286,6 +295,7 @@ def _serve(args: argparse.Namespace) -> int:
         notifier=notifier,
         socket_access=access,
         gc_mode=args.gc,
+        writer_priority=args.writer_priority,
         keep_warm_s=args.keep_warm,
     )
     server = ExecutorServer(config)

@@ -40,6 +40,7 @@ from executor.recording.counting.metrics import (
 from executor.runtime.gc_settings import GcMode, settle_heap
 from executor.runtime.notify import ServiceNotifier
 from executor.runtime.signals import ShutdownSignals
+from executor.runtime.thread_priority import WriterPriority
 from executor.telemetry import (
     BATCH_LINGER_S,
     CHANNEL_CAPACITY,
@@ -91,6 +92,7 @@ class ServerConfig:
     grace_s: float = DEFAULT_GRACE_S
     telemetry_capacity: int = CHANNEL_CAPACITY
     telemetry_linger_s: float = BATCH_LINGER_S
+    writer_priority: WriterPriority = "normal"
     handle_signals: bool = True
     order_path: OrderPathFactory | None = None
     """Builds the exchange fire path once telemetry is open (replaces ``fire_path``); None means
@@ -226,6 +228,7 @@ class ExecutorServer:
                             self.config.telemetry_db,
                             capacity=self.config.telemetry_capacity,
                             linger_s=self.config.telemetry_linger_s,
+                            writer_priority=self.config.writer_priority,
                             observe=observe,
                             require_writable=self.config.order_path is not None,
                             intent_journal=self.config.order_path is not None,

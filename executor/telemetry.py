@@ -62,6 +62,7 @@ from executor.recording.rows import (
     wake_recv_row,
 )
 from executor.recording.schema import REFERENCE_USER_VERSION
+from executor.runtime.thread_priority import WriterPriority
 
 CHANNEL_CAPACITY: Final = 8192
 """Rows the channel holds (rows). Several seconds of wakes at any plausible rate, while a commit of
@@ -203,6 +204,7 @@ async def serve_telemetry(
     require_writable: bool = False,
     intent_journal: bool = False,
     share_group: int | None = None,
+    writer_priority: WriterPriority = "normal",
     task_status: trio.TaskStatus[Telemetry] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Open the database, hand back a :class:`Telemetry`, and write rows until it is closed.
@@ -216,7 +218,9 @@ async def serve_telemetry(
     ``intent_journal`` (an executor with an exchange) replays the intent journal an earlier run
     left into the database, then opens it empty for :meth:`Telemetry.record_intent`. A database
     this call creates is its owner's alone (0600), or ``share_group``'s too (0660; the socket's
-    ``--socket-group``, for a poller of another user).
+    ``--socket-group``, for a poller of another user). ``writer_priority`` ``idle`` (the default
+    of ``executor serve``, not of this call) lets the writer thread give way to the loop's
+    (``executor.runtime.thread_priority``).
 
     Raises:
         TelemetryOpenError: before ``started``, when the database cannot be opened or initialised
@@ -272,6 +276,7 @@ async def serve_telemetry(
         closed,
         observe,
         trail,
+        writer_priority,
     )
     try:
         logger.info("telemetry database open", path=str(path), created=created)

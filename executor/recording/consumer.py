@@ -47,6 +47,8 @@ from executor.recording.counting.counters import TelemetryCounters
 from executor.recording.database import close_database
 from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow, TelemetryRow, row_fields
 from executor.recording.sqlite_writer import BatchOutcome, write_batch
+from executor.runtime import thread_priority
+from executor.runtime.thread_priority import WriterPriority
 
 BATCH_MAX_ROWS: Final = 500
 """Most rows committed in one transaction (rows). Large enough to amortise the commit's fsync,
@@ -186,6 +188,7 @@ class TelemetryConsumer:
         closed: trio.Event | None = None,
         observe: Callable[[TelemetryRow], None] | None = None,
         trail: AuditTrailState | None = None,
+        writer_priority: WriterPriority = "normal",
     ) -> None:
         self._receive = receive
         self._connection = connection
@@ -194,6 +197,7 @@ class TelemetryConsumer:
         self._batch_max_rows = batch_max_rows
         self._limiter = limiter
         self._linger_s = linger_s
+        self._writer_priority = writer_priority
         self._closed = closed if closed is not None else trio.Event()
         self._warnings = _FailureWarnings(path)
         self._order_failures = _OrderFailureLog(path)
@@ -218,8 +222,14 @@ class TelemetryConsumer:
             in_flight.release()
 
         def write_batches() -> None:  # the writer thread
-            while (rows := jobs.get()) is not None:
-                token.run_sync_soon(counted, write_batch(self._connection, rows))
+            # It gives way to the loop's thread on a shared CPU (executor.runtime.thread_priority).
+            lowered = self._writer_priority == "idle" and thread_priority.give_way()
+            try:
+                while (rows := jobs.get()) is not None:
+                    token.run_sync_soon(counted, write_batch(self._connection, rows))
+            finally:
+                if lowered:
+                    thread_priority.restore()
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(

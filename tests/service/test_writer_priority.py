@@ -1,0 +1,142 @@
+"""The telemetry writer thread gives way to the loop's (``executor.runtime.thread_priority``,
+``executor serve --writer-priority``).
+
+``give_way`` puts the calling thread under ``SCHED_IDLE`` when it may run on more than one CPU,
+and leaves it alone on one; ``restore`` puts it back, or says why it cannot. A served executor's
+writer thread runs under ``SCHED_IDLE`` by default and under the ordinary policy with
+``--writer-priority normal``. Nothing here is timed: the served test polls for the row that proves
+the writer ran, as ``wait_until_accepting`` polls for the socket.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from executor.runtime import thread_priority
+from executor.wire.protocol import encode_frame
+from tests.support.inprocess import make_wake
+from tests.support.processes import Spawner, open_client, receive_ack
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's; elsewhere give_way only logs"
+)
+
+ROW_DEADLINE_S = 30.0
+"""Longest the served test waits for the executor's first row (a generous bound, not a figure)."""
+
+
+def in_thread(body: Callable[[], Any]) -> Any:
+    """``body()`` run in a thread of its own (its policy changes die with it); its result."""
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(body()))
+    thread.start()
+    thread.join()
+    return results[0]
+
+
+def may_leave_idle() -> bool:
+    """Whether this process may put a thread back from ``SCHED_IDLE`` (root, or RLIMIT_NICE 20)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NICE)
+    return os.geteuid() == 0 or soft == resource.RLIM_INFINITY or soft >= 20
+
+
+def test_a_thread_with_two_cpus_gives_way_and_is_restored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With two CPUs to run on, the thread goes under SCHED_IDLE; ``restore`` puts it back under
+    SCHED_OTHER where the process may (and otherwise leaves it, as the next test shows)."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+
+    def body() -> tuple[bool, int, int]:
+        lowered = thread_priority.give_way()
+        during = os.sched_getscheduler(0)
+        thread_priority.restore()
+        return lowered, during, os.sched_getscheduler(0)
+
+    lowered, during, after = in_thread(body)
+    assert lowered
+    assert during == os.SCHED_IDLE
+    assert after == (os.SCHED_OTHER if may_leave_idle() else os.SCHED_IDLE)
+
+
+def test_a_thread_with_one_cpu_keeps_its_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Alone on one CPU the writer would starve behind a busy loop: it is left as it is."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {1})
+    with structlog.testing.capture_logs() as logs:
+        lowered, policy = in_thread(lambda: (thread_priority.give_way(), os.sched_getscheduler(0)))
+    assert not lowered
+    assert policy == os.SCHED_OTHER
+    assert [entry["reason"] for entry in logs] == ["it has one CPU"]
+
+
+def test_a_refused_change_is_logged_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refused lowering and a refused restore each log their reason; neither raises."""
+
+    def refuse(*_: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    monkeypatch.setattr(os, "sched_setscheduler", refuse)
+    with structlog.testing.capture_logs() as logs:
+        lowered = thread_priority.give_way()
+        thread_priority.restore()
+    assert not lowered
+    assert [entry["event"] for entry in logs] == [
+        "writer thread priority unchanged",
+        "writer thread stays at idle priority",
+    ]
+    assert all("not permitted" in entry["reason"] for entry in logs)
+
+
+def writer_policy(spawner: Spawner, directory: Path, *extra: str) -> int:
+    """The scheduling policy of a served executor's writer thread, once it has written a row."""
+    directory.mkdir()
+    socket_path, db_path = directory / "x.sock", directory / "t.db"
+    executor = spawner.serve(socket_path, db_path, *extra)
+    with open_client(socket_path) as sock:
+        sock.sendall(encode_frame(make_wake("w", dry_run=True)))
+        assert receive_ack(sock).status == "accepted"
+    deadline = time.monotonic() + ROW_DEADLINE_S
+    while rows(db_path) == 0:
+        assert time.monotonic() < deadline, "no row written"
+        time.sleep(0.01)
+    tasks = Path(f"/proc/{executor.pid}/task")
+    writers = [
+        int(task.name)
+        for task in tasks.iterdir()
+        if (task / "comm").read_text().startswith("write_batches")
+    ]
+    policies = {os.sched_getscheduler(tid) for tid in writers}
+    executor.signal(signal.SIGTERM)
+    assert executor.wait() == 0
+    assert len(policies) == 1, policies
+    return policies.pop()
+
+
+def rows(db_path: Path) -> int:
+    """``wake_recv`` rows committed so far."""
+    with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True) as connection:
+        query = "SELECT COUNT(*) FROM latency_events WHERE stage = 'wake_recv'"
+        return int(connection.execute(query).fetchone()[0])
+
+
+def test_served_writer_gives_way_by_default_and_not_with_normal(
+    spawner: Spawner, short_dir: Path
+) -> None:
+    """``executor serve``'s writer thread runs under SCHED_IDLE (where it may use two CPUs, as
+    this test's children may); ``--writer-priority normal`` leaves it under SCHED_OTHER."""
+    expected = os.SCHED_IDLE if len(os.sched_getaffinity(0)) > 1 else os.SCHED_OTHER
+    assert writer_policy(spawner, short_dir / "default") == expected
+    normal = writer_policy(spawner, short_dir / "normal", "--writer-priority", "normal")
+    assert normal == os.SCHED_OTHER
