@@ -93,6 +93,7 @@ class ServerConfig:
     telemetry_capacity: int = CHANNEL_CAPACITY
     telemetry_linger_s: float = BATCH_LINGER_S
     writer_priority: WriterPriority = "normal"
+    read_between_batches: bool = False
     handle_signals: bool = True
     order_path: OrderPathFactory | None = None
     """Builds the exchange fire path once telemetry is open (replaces ``fire_path``); None means
@@ -349,6 +350,7 @@ class ExecutorServer:
                 telemetry=self.telemetry,
                 start_fire=self._start_fire,
                 stopping=self._stopping,
+                reads_between_batches=self.config.read_between_batches,
             )
         finally:
             counters.connections_open -= 1

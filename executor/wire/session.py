@@ -44,6 +44,7 @@ async def serve_connection(
     telemetry: Telemetry,
     start_fire: StartFire,
     stopping: trio.Event,
+    reads_between_batches: bool = False,
 ) -> None:
     """Serve one accepted connection until it ends, then close it; never raises but Cancelled.
 
@@ -55,12 +56,14 @@ async def serve_connection(
         telemetry: where ``wake_recv`` rows go.
         start_fire: starts the fire of an acked wake; never blocks.
         stopping: set once shutdown has begun.
+        reads_between_batches: read between the batches of one read's frames
+            (``executor.wire.connection``).
 
     Cancellation: the close line says ``cancelled`` and the cancellation propagates.
     """
     # Detach the fd from Trio's wrappers: the hot path calls the non-blocking socket directly.
     sock = socket.socket(fileno=stream.socket.detach())
-    connection = Connection(sock)
+    connection = Connection(sock, reads_between_batches=reads_between_batches)
     connections.add(connection)
     stats = {"frames": 0, "accepted": 0, "rejected": 0}
     log.info("connection opened", connection=connection_number)

@@ -3,8 +3,8 @@
 
 ``give_way`` puts the calling thread under ``SCHED_IDLE`` when it may run on more than one CPU,
 and leaves it alone on one; ``restore`` puts it back, or says why it cannot. A served executor's
-writer thread runs under ``SCHED_IDLE`` by default and under the ordinary policy with
-``--writer-priority normal``. Nothing here is timed: the served test polls for the row that proves
+writer thread runs under the ordinary policy by default and under ``SCHED_IDLE`` with
+``--writer-priority idle``. Nothing here is timed: the served test polls for the row that proves
 the writer ran, as ``wait_until_accepting`` polls for the socket.
 """
 
@@ -131,12 +131,12 @@ def rows(db_path: Path) -> int:
         return int(connection.execute(query).fetchone()[0])
 
 
-def test_served_writer_gives_way_by_default_and_not_with_normal(
+def test_served_writer_gives_way_with_idle_and_not_by_default(
     spawner: Spawner, short_dir: Path
 ) -> None:
-    """``executor serve``'s writer thread runs under SCHED_IDLE (where it may use two CPUs, as
-    this test's children may); ``--writer-priority normal`` leaves it under SCHED_OTHER."""
+    """``executor serve --writer-priority idle`` runs the writer thread under SCHED_IDLE (where it
+    may use two CPUs, as this test's children may); by default it stays under SCHED_OTHER."""
     expected = os.SCHED_IDLE if len(os.sched_getaffinity(0)) > 1 else os.SCHED_OTHER
-    assert writer_policy(spawner, short_dir / "default") == expected
-    normal = writer_policy(spawner, short_dir / "normal", "--writer-priority", "normal")
-    assert normal == os.SCHED_OTHER
+    idle = writer_policy(spawner, short_dir / "idle", "--writer-priority", "idle")
+    assert idle == expected
+    assert writer_policy(spawner, short_dir / "default") == os.SCHED_OTHER

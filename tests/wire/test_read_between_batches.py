@@ -1,5 +1,6 @@
-"""The connection loop reads between batches (issue 34): what the kernel holds joins the buffer
-before each batch after the first, while frames from the last read are still buffered.
+"""The connection loop reads between batches when asked (issue 34, ``--read-between-batches``):
+what the kernel holds joins the buffer before each batch after the first, while frames from the
+last read are still buffered; by default it does not.
 
 Over real socket pairs; nothing here is timed: the kernel's queue is read with ``FIONREAD`` at the
 moment a fire starts.
@@ -114,12 +115,11 @@ async def test_top_up_with_nothing_in_the_kernel_or_a_gone_peer_changes_nothing(
     assert (connection.start, connection.end) == before
 
 
-async def test_the_loop_reads_what_arrived_before_handling_the_next_buffered_frame(
-    pair: tuple[socket.socket, socket.socket],
-) -> None:
-    """Two real wakes read at once (each real wake is a batch of its own); a third arrives while
-    the first fires: by the time the second fires, the third has left the kernel (it is in the
-    buffer), and the fires keep frame order."""
+async def serve_three_real_wakes(
+    pair: tuple[socket.socket, socket.socket], *, reads_between_batches: bool
+) -> tuple[list[str], list[int]]:
+    """Two real wakes read at once (each real wake is a batch of its own), a third written while
+    the first fires: the fires, and the bytes the kernel held for the executor at each."""
     ours, peer = pair
     peer.sendall(frame("r1") + frame("r2"))
     fired: list[str] = []
@@ -134,7 +134,7 @@ async def test_the_loop_reads_what_arrived_before_handling_the_next_buffered_fra
             peer.shutdown(socket.SHUT_WR)
 
     ended = await serve_frames(
-        Connection(ours),
+        Connection(ours, reads_between_batches=reads_between_batches),
         counters=FrameCounters(),
         stats={"frames": 0, "accepted": 0, "rejected": 0},
         telemetry=trio_telemetry(),
@@ -142,8 +142,26 @@ async def test_the_loop_reads_what_arrived_before_handling_the_next_buffered_fra
         stopping=trio.Event(),
     )
     assert ended == "eof"
+    return fired, queued_at_fire
+
+
+async def test_the_loop_reads_what_arrived_before_handling_the_next_buffered_frame(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    """Reading between batches: by the time the second wake fires, the third has left the kernel
+    (it is in the buffer), and the fires keep frame order."""
+    fired, queued_at_fire = await serve_three_real_wakes(pair, reads_between_batches=True)
     assert fired == ["r1", "r2", "r3"]
     assert queued_at_fire == [0, 0, 0]
+
+
+async def test_by_default_the_loop_reads_only_once_the_buffer_is_worked_through(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    """The default: the third wake waits in the kernel while the second, already buffered, fires."""
+    fired, queued_at_fire = await serve_three_real_wakes(pair, reads_between_batches=False)
+    assert fired == ["r1", "r2", "r3"]
+    assert queued_at_fire == [0, len(frame("r3")), 0]
 
 
 def trio_telemetry() -> Telemetry:
