@@ -1,4 +1,6 @@
-"""The SQLite writer thread gives way to the event loop's thread on a shared CPU (issue 34).
+"""The SQLite writer thread gives way to the event loop's thread on a shared CPU (issue 34;
+``executor serve --writer-priority idle``, off by default: it cost one connection flat out up to a
+third of its rows/s unpinned, docs/performance/notebook/ 2026-12-06).
 
 On Linux the kernel's fair scheduler lets a running thread keep its CPU for up to a tick (4 ms at
 ``HZ=250``) when another thread of the same weight wakes on it: measured in the reference burst,
