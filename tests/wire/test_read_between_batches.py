@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import array
 import fcntl
+import os
 import socket
 import termios
 from collections.abc import Iterator
+from pathlib import Path
 from typing import cast
 
 import pytest
@@ -27,7 +29,7 @@ from executor.wire.connection import (
     serve_frames,
 )
 from executor.wire.protocol import WakeMessage, encode_frame
-from tests.support.inprocess import make_wake
+from tests.support.inprocess import make_wake, start_server
 from tests.wire.test_batch_acks import RecordingTelemetry
 
 
@@ -167,3 +169,22 @@ async def test_by_default_the_loop_reads_only_once_the_buffer_is_worked_through(
 def trio_telemetry() -> Telemetry:
     """A telemetry that keeps the rows (``serve_frames`` only calls ``record``)."""
     return cast(Telemetry, RecordingTelemetry())
+
+
+@pytest.mark.parametrize("asked", [True, False])
+async def test_the_server_hands_its_setting_to_each_connection(
+    nursery: trio.Nursery, short_dir: Path, asked: bool
+) -> None:
+    """``ServerConfig.read_between_batches`` (``--read-between-batches``) reaches the served
+    connection's loop; off by default."""
+    if asked:
+        running = await start_server(nursery, short_dir, read_between_batches=True)
+    else:
+        running = await start_server(nursery, short_dir)
+    stream = await trio.open_unix_socket(os.fspath(running.socket_path))
+    await stream.send_all(frame("s", dry_run=True))
+    await stream.receive_some(4096)  # its ack: the connection is being served
+    connections = list(running.server._connections)
+    await stream.aclose()
+    await running.shutdown()
+    assert [connection.reads_between_batches for connection in connections] == [asked]
