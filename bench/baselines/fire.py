@@ -16,7 +16,7 @@ methods through which aiohttp's stream writer hands bytes to the transport and s
 write, the fire's ``OrderStamps`` found in a context variable (aiohttp's write task inherits it):
 the last write is the request's last byte; one ``ContextVar.get`` and a clock read a write.
 
-Configured by the reference's ``KALSHI_*`` variables (:func:`config_from_env` reads them); demo only.
+Configured by the reference's ``KALSHI_*`` variables (:func:`config_from_env`); demo only.
 """
 
 from __future__ import annotations
