@@ -93,7 +93,9 @@ class ServerConfig:
     telemetry_capacity: int = CHANNEL_CAPACITY
     telemetry_linger_s: float = BATCH_LINGER_S
     writer_priority: WriterPriority = "normal"
+    """``--writer-priority``: ``idle`` lets the telemetry writer thread give way to the loop's."""
     read_between_batches: bool = False
+    """``--read-between-batches``: each connection reads between the batches of one read."""
     handle_signals: bool = True
     order_path: OrderPathFactory | None = None
     """Builds the exchange fire path once telemetry is open (replaces ``fire_path``); None means
@@ -130,8 +132,6 @@ class ExecutorServer:
         )
         self._notifier = config.notifier or ServiceNotifier(None)
         self._published = False
-
-    # ---------------------------------------------------------------- public surface
 
     def statistics(self) -> ServerStatistics:
         """A consistent snapshot of every counter of ``SERVER_COUNTERS``: the server's own, the
@@ -297,8 +297,6 @@ class ExecutorServer:
             signals_scope.cancel()
             telemetry.close()
 
-    # ---------------------------------------------------------------- tasks
-
     def note_early_signal(self, signum: int) -> None:
         """Remember a SIGINT/SIGTERM that arrived before the signal task was listening (safe
         from a plain ``signal.signal`` handler; ``executor.runtime.signals``)."""
@@ -397,9 +395,6 @@ def _sole_startup_error(error: BaseException) -> Exception | None:
 __all__ = [
     "DEFAULT_GRACE_S",
     "ExecutorServer",
-    "MetricsSetupError",
     "ServerConfig",
-    "ServerStatistics",
     "SocketSetupError",
-    "StartupError",
 ]

@@ -32,8 +32,8 @@ from executor.exchange.orders.stages import FireStamps
 from executor.exchange.orders.transport import ORDER_PATH
 from executor.fake.exchange import FakeCredentials, FakeExchange, Fault, never_fill
 from executor.fire.path import FirePath
+from executor.recording.counting.counters import ServerStatistics
 from executor.recording.rows import OrderStatus, Stage, latency_row
-from executor.server import ServerStatistics
 from executor.signer import KalshiSigner
 from executor.telemetry import serve_telemetry
 from executor.trading.factory import order_path_factory
