@@ -9,7 +9,8 @@
                                      with arguments, pytest runs exactly as they say)
     python3 dev.py test --timing [PYTEST ARGS...]   the same, then the 20 slowest tests, the
                                      wall time, the CPU time and the machine's load
-    python3 dev.py check             ruff + mypy --strict + the documents' strict build
+    python3 dev.py check             ruff check + ruff format --check + mypy --strict + the
+                                     documents' strict build
     python3 dev.py docs              build the documents (mkdocs build --strict) into site/
     python3 dev.py bench [ARGS...]   run the benchmark (python -m bench)
     python3 dev.py layout [--check]  write docs/design/layout.md from the packages' docstrings
@@ -370,6 +371,7 @@ def main() -> int:
     if command == "check":
         return (
             _run([python, "-m", "ruff", "check", "."])
+            or _run([python, "-m", "ruff", "format", "--check", "."])
             or _run([python, "-m", "mypy", "--strict", "executor", "bench"])
             or _build_docs(python)
         )

@@ -140,9 +140,7 @@ def _patch_all_before_write() -> None:
     from executor.recording.orders.intent_journal import row_record_fields
     from executor.recording.rows import OrderRowKind
 
-    def begin(
-        self: dispatcher.OrderDispatcher, order: Any, stamps: Any
-    ) -> dispatcher.StartedOrder:
+    def begin(self: dispatcher.OrderDispatcher, order: Any, stamps: Any) -> dispatcher.StartedOrder:
         if order.ticket is not None:
             order.ticket.sending()
         started = dispatcher.StartedOrder(order, self.prepare(order.request), wall_ms(), stamps)

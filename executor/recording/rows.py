@@ -194,4 +194,3 @@ def order_values(row: OrderRow) -> tuple[object, ...]:
         row.submitted_at_ms,
         row.acknowledged_at_ms,
     )
-

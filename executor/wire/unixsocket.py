@@ -31,6 +31,7 @@ or two; a burst of hundreds of connects (tests, a restart storm) must not meet E
 LOCK_FILE_MODE: Final = 0o600
 """Owner read/write only: only executors take the lock, whoever may connect to the socket."""
 
+
 class SocketSetupError(Exception):
     """The socket path cannot be used; the message is one line naming the path and the problem."""
 
@@ -233,9 +234,7 @@ class PreparedSocket:
         self._dir_fd = -1
         self._sock: socket.socket | None = None
         try:
-            self._dir_fd = os.open(
-                self._private_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-            )
+            self._dir_fd = os.open(self._private_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             staging = self._private_dir / _STAGING_NAME
             if len(os.fsencode(staging)) > MAX_SOCKET_PATH_BYTES:
@@ -258,8 +257,7 @@ class PreparedSocket:
             os.chown(_STAGING_NAME, -1, access.group_id, dir_fd=self._dir_fd)
         except OSError as error:
             raise SocketSetupError(
-                f"cannot give {self.socket_path} to group {access.group_name}: "
-                f"{_describe(error)}"
+                f"cannot give {self.socket_path} to group {access.group_name}: {_describe(error)}"
             ) from None
 
     def publish(self) -> trio.SocketListener:
@@ -292,9 +290,7 @@ class PreparedSocket:
             self._private_dir.rmdir()
 
 
-def prepare_unix_socket(
-    socket_path: Path, access: SocketAccess = OWNER_ONLY
-) -> PreparedSocket:
+def prepare_unix_socket(socket_path: Path, access: SocketAccess = OWNER_ONLY) -> PreparedSocket:
     """Bind and listen at a private name with ``access``'s group and mode (default owner-only,
     0600); ``publish()`` makes it reachable.
 
@@ -321,14 +317,10 @@ def publish_unix_socket(prepared: PreparedSocket) -> trio.SocketListener:
         return prepared.publish()
     except OSError as error:
         prepared.discard()
-        raise SocketSetupError(
-            f"cannot bind {prepared.socket_path}: {_describe(error)}"
-        ) from None
+        raise SocketSetupError(f"cannot bind {prepared.socket_path}: {_describe(error)}") from None
 
 
-def bind_unix_listener(
-    socket_path: Path, access: SocketAccess = OWNER_ONLY
-) -> trio.SocketListener:
+def bind_unix_listener(socket_path: Path, access: SocketAccess = OWNER_ONLY) -> trio.SocketListener:
     """Bind, give the socket ``access``'s group and mode, listen, and only then make it reachable
     at its path.
 

@@ -292,9 +292,7 @@ def test_an_unavailable_audit_trail_refuses_a_real_fire_first(tmp_path: Path) ->
     """While order rows cannot be written a real fire is refused ("audit trail unavailable"),
     carrying the request its row would have described, before the switch or the volume check."""
     subject = audited(False, kill_switch=ForbiddenKillSwitch(tmp_path / "halt"))
-    assert subject.decide(wake()) == Refusal(
-        RefusalKind.AUDIT, AUDIT_TRAIL_UNAVAILABLE, request(1)
-    )
+    assert subject.decide(wake()) == Refusal(RefusalKind.AUDIT, AUDIT_TRAIL_UNAVAILABLE, request(1))
     thin = subject.decide(wake(available_size_contracts=0.5))
     assert isinstance(thin, Refusal) and thin.kind is RefusalKind.AUDIT
 

@@ -322,7 +322,6 @@ async def test_the_end_of_an_audit_outage_starts_an_adoption_pass(short_dir: Pat
     assert lister.listings == 1
 
 
-
 async def adopt_while_running(
     adopter: Adopter, keeper: LedgerKeeper, gate: AdoptionGate
 ) -> list[OrderRow]:

@@ -112,9 +112,7 @@ class CountingWriter:
         ids = [entry["order_id"] for entry in orjson.loads(body or b"{}").get("orders", [])]
         return {"orders": [{"order_id": oid, "reduced_by": "3.00", "ts_ms": 1} for oid in ids]}
 
-    async def get_json(
-        self, path: str, params: Mapping[str, str] | None = None
-    ) -> dict[str, Any]:
+    async def get_json(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]:
         raise AssertionError("no lookup expected")
 
 

@@ -48,9 +48,7 @@ def accepted_row(client_order_id: str, kalshi_order_id: str | None, count: int =
 
 async def rest(client: ExchangeClient, name: str, group: str | None = None) -> OrderRow:
     """Place a resting three-contract order and return its row."""
-    body = order_body(
-        spec(name * 32, time_in_force="good_till_canceled", order_group_id=group)
-    )
+    body = order_body(spec(name * 32, time_in_force="good_till_canceled", order_group_id=group))
     answer = await client.place_order(body, OrderStamps(), dry_run=False)
     return accepted_row(name * 32, answer["order_id"])
 

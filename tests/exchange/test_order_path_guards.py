@@ -126,9 +126,7 @@ def _silent_endpoint(credentials: FakeCredentials, port: int) -> ExchangeEndpoin
     )
 
 
-async def _silent_listener(
-    nursery: trio.Nursery, accepted: list[trio.SocketStream]
-) -> int:
+async def _silent_listener(nursery: trio.Nursery, accepted: list[trio.SocketStream]) -> int:
     """A TCP listener that accepts and never answers (a TLS handshake on it hangs); its port."""
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
 

@@ -90,9 +90,7 @@ class Answers:
     def __init__(self, answers: Mapping[str, dict[str, Any]]) -> None:
         self.answers = answers
 
-    async def get_json(
-        self, path: str, params: Mapping[str, str] | None = None
-    ) -> dict[str, Any]:
+    async def get_json(self, path: str, params: Mapping[str, str] | None = None) -> dict[str, Any]:
         if path not in self.answers:
             raise ExchangeError("404 not_found: no endpoint", status=404)
         return self.answers[path]

@@ -207,4 +207,3 @@ async def test_group_changes_made_over_rest_go_out_on_the_stream(
         ("reset", group),
     ]
     assert events[0]["contracts_limit_fp"] == "3.00"
-

@@ -454,8 +454,7 @@ def test_the_command_refuses_a_port_out_of_range(
         b'"time_in_force":"fill_or_kill","self_trade_prevention_type":"maker"}',
         b'{"ticker":"T","client_order_id":"c","side":"bid","count":"1.00","price":"1.5",'
         b'"time_in_force":"fill_or_kill","self_trade_prevention_type":"maker"}',
-        b'{"ticker":"T","side":"bid","count":"1.00","price":"0.5",'
-        b'"time_in_force":"fill_or_kill"}',
+        b'{"ticker":"T","side":"bid","count":"1.00","price":"0.5","time_in_force":"fill_or_kill"}',
         b'{"ticker":"T","side":"bid","count":"1.00","price":"0.5",'
         b'"time_in_force":"good_till_cancelled","self_trade_prevention_type":"maker"}',
         b'{"ticker":"T","side":"bid","count":"1.00","price":"0.5",'

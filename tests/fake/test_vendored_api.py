@@ -24,4 +24,3 @@ def test_the_vendored_files_live_in_the_repository() -> None:
     """The schema folder is inside the checkout, so a clone with nothing beside it has it."""
     root = Path(__file__).resolve().parents[2]
     assert SPEC_DIR.resolve().is_relative_to(root)
-

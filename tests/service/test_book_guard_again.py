@@ -26,9 +26,7 @@ from tests.service.test_book_guard import (
 )
 
 
-def fail_first(
-    exchange: FakeExchange, monkeypatch: pytest.MonkeyPatch, path_end: str
-) -> list[int]:
+def fail_first(exchange: FakeExchange, monkeypatch: pytest.MonkeyPatch, path_end: str) -> list[int]:
     """Answer the first request whose path ends with ``path_end`` 503 (nothing done); the
     statuses the fake gave such requests, in order."""
     answer = exchange._answer

@@ -269,9 +269,7 @@ def selector_problems(expression: str) -> list[str]:
         if matcher not in labels
     ]
     problems += [
-        f"window [{window}]"
-        for window in RANGE.findall(expression)
-        if window != "$__rate_interval"
+        f"window [{window}]" for window in RANGE.findall(expression) if window != "$__rate_interval"
     ]
     return problems
 

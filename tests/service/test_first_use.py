@@ -40,6 +40,7 @@ def spawner(short_dir: Path) -> Iterator[Spawner]:
     finally:
         spawner.kill_all()
 
+
 # ---------------------------------------------------------------- dev.py serve
 
 

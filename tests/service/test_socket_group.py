@@ -96,9 +96,7 @@ def send_as(uid: int, gid: int, socket_path: Path, correlation_id: str) -> WakeA
     return decode_wake_ack(run.stdout[4 : 4 + parse_frame_length(run.stdout[:4])])
 
 
-def executor_as(
-    spawner: Spawner, groups: list[int], *args: str | os.PathLike[str]
-) -> Executor:
+def executor_as(spawner: Spawner, groups: list[int], *args: str | os.PathLike[str]) -> Executor:
     """Start ``executor ARGS`` as EXECUTOR_UID in its own group, plus ``groups``."""
     ids = (str(EXECUTOR_UID), str(EXECUTOR_UID), ",".join(str(group) for group in groups))
     command = [sys.executable, "-c", _EXECUTOR_AS, *ids, *(os.fspath(arg) for arg in args)]

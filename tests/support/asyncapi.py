@@ -59,9 +59,7 @@ def _validator(schema_name: str, *, strict: bool) -> Draft202012Validator:
     return Draft202012Validator(root, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
-def _validate(
-    message: bytes | str | dict[str, Any], discriminator: str, *, strict: bool
-) -> str:
+def _validate(message: bytes | str | dict[str, Any], discriminator: str, *, strict: bool) -> str:
     payload = orjson.loads(message) if isinstance(message, (bytes, str)) else message
     if not isinstance(payload, dict):
         pytest.fail(f"a WebSocket message is not a JSON object: {payload!r:.300}")

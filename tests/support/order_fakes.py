@@ -139,9 +139,7 @@ class RecordingSink:
         if not self.drop_pending:
             self.orders.append(row)
 
-    async def record_order(
-        self, row: OrderRow | HeartbeatRow, *, timeout_s: float = 2.0
-    ) -> None:
+    async def record_order(self, row: OrderRow | HeartbeatRow, *, timeout_s: float = 2.0) -> None:
         await trio.lowlevel.checkpoint()
         self.events.append(("order", getattr(row, "status", "heartbeat")))
         self.orders.append(row)

@@ -76,9 +76,7 @@ async def settle(condition: Callable[[], bool], what: str) -> None:
     assert condition(), f"did not settle: {what}; open fds: {describe_fds()}"
 
 
-async def settle_to_baseline(
-    running: RunningServer, fds: FdSet, tasks: int, open_: int
-) -> None:
+async def settle_to_baseline(running: RunningServer, fds: FdSet, tasks: int, open_: int) -> None:
     """Wait until descriptors, tasks and open connections are back to the given baseline (every
     descriptor opened since it closed again)."""
     await settle(lambda: running.server.statistics().connections_open == open_, "connections")

@@ -195,9 +195,7 @@ def test_held_shadows_start_one_at_a_time_and_stop_when_a_frame_arrives() -> Non
     frame that arrives while held shadows are being started leaves the rest held, in order, for
     after its batch."""
     fired: list[str] = []
-    handoff = FireHandoff(
-        lambda message, *stamps: fired.append(message.correlation_id), check_ns=0
-    )
+    handoff = FireHandoff(lambda message, *stamps: fired.append(message.correlation_id), check_ns=0)
     handoff.hold_shadows([_acked(make_wake(f"s{i}", dry_run=True)) for i in range(5)])
     asked: list[int] = []
 
@@ -235,9 +233,7 @@ def test_held_shadows_give_way_to_other_connections_between_starts() -> None:
     first start (after one start with ``check_ns=0``), leaving the rest held in order, and says
     so; alone, it starts them all. A frame of its own still comes first."""
     fired: list[str] = []
-    handoff = FireHandoff(
-        lambda message, *stamps: fired.append(message.correlation_id), check_ns=0
-    )
+    handoff = FireHandoff(lambda message, *stamps: fired.append(message.correlation_id), check_ns=0)
     handoff.hold_shadows([_acked(make_wake(f"s{i}", dry_run=True)) for i in range(4)])
     never = lambda: False  # noqa: E731
     assert handoff.start_shadows(more_frames_waiting=never, others_waiting=lambda: True)
@@ -254,9 +250,7 @@ def test_starts_past_the_bound_take_no_turns() -> None:
     """Held past MAX_DEFERRED_SHADOWS, the oldest are started to make room without handing the
     loop to the other connections (at most a batch of them: the bound a batch already sets)."""
     fired: list[str] = []
-    handoff = FireHandoff(
-        lambda message, *stamps: fired.append(message.correlation_id), check_ns=0
-    )
+    handoff = FireHandoff(lambda message, *stamps: fired.append(message.correlation_id), check_ns=0)
     count = MAX_DEFERRED_SHADOWS + 2
     handoff.hold_shadows([_acked(make_wake(f"s{i}", dry_run=True)) for i in range(count)])
     stopped_for_others = handoff.start_shadows(

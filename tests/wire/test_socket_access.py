@@ -23,9 +23,7 @@ from executor.wire.unixsocket import prepare_unix_socket
 
 def other_group() -> int:
     """A group that exists, is not this process's own, and that it may give a file to."""
-    candidates = (
-        [entry.gr_gid for entry in grp.getgrall()] if os.geteuid() == 0 else os.getgroups()
-    )
+    candidates = [entry.gr_gid for entry in grp.getgrall()] if os.geteuid() == 0 else os.getgroups()
     for gid in candidates:
         if gid not in (0, os.getegid()):
             try:

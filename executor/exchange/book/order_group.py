@@ -26,6 +26,7 @@ from executor.exchange.messages import ORDER_GROUP_CREATE_PATH, ORDER_GROUPS_PAT
 
 log = structlog.get_logger()
 
+
 async def create_order_group(writer: BookWriter, contracts_limit: int) -> str:
     """A new order group's id (``POST /portfolio/order_groups/create``).
 

@@ -37,6 +37,7 @@ POLL_WARNING_INTERVAL_S: Final = 300.0
 """At most one failed-poll warning per this many seconds (ten polls): an exchange outage must not
 flood the log. A judgement call."""
 
+
 class AccountSource(Protocol):
     """The part of ``executor.exchange.orders.transport.ExchangeClient`` the poll uses."""
 

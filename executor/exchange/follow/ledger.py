@@ -268,9 +268,14 @@ class OrderLedger:
             entry.fence_ms
         )
         trade = observation.trade_id
-        if covered or (trade is not None and trade in entry.trades) or entry.row.status in (
-            OrderStatus.PENDING,
-            OrderStatus.ERROR,
+        if (
+            covered
+            or (trade is not None and trade in entry.trades)
+            or entry.row.status
+            in (
+                OrderStatus.PENDING,
+                OrderStatus.ERROR,
+            )
         ):
             return entry.row  # counted already, or an order whose total must settle it whole
         if trade is not None:

@@ -222,6 +222,8 @@ async def read_as_of_ms(reader: SignedReader) -> int:
     """
     payload = await reader.get_json(USER_DATA_TIMESTAMP_PATH)
     return parse_as_of_ms(payload.get("as_of_time"))
+
+
 async def list_orders(
     reader: SignedReader, min_ts_s: int, *, max_pages: int = MAX_ORDER_PAGES
 ) -> list[dict[str, Any]]:

@@ -163,9 +163,7 @@ class Reconciler:
         Cancellation: a lookup cut short leaves the row as it was (``error``, outcome unknown),
         for the next start-up to resolve.
         """
-        (resolution,) = await self.reconcile(
-            [Unresolved(row, cause)], tries=RECONCILE_TRIES
-        )
+        (resolution,) = await self.reconcile([Unresolved(row, cause)], tries=RECONCILE_TRIES)
         return resolution
 
     def open_orders(self) -> list[Unresolved]:

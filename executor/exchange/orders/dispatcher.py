@@ -99,6 +99,7 @@ from executor.recording.rows import (
 
 log = structlog.get_logger()
 
+
 class OrderDispatcher:
     """Builds, sends and audits orders through one exchange client.
 

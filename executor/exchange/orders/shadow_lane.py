@@ -132,4 +132,3 @@ class ShadowLane:
             except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
                 return
             job.finish()
-

@@ -209,9 +209,7 @@ def engine_rows(
         }
     ).decode()
     return [
-        LatencyRow(
-            correlation_id, Stage.WIRE_ENGINE, int(wire_ms), engine_ms, to_engine, metadata
-        ),
+        LatencyRow(correlation_id, Stage.WIRE_ENGINE, int(wire_ms), engine_ms, to_engine, metadata),
         LatencyRow(correlation_id, Stage.ENGINE_ACK, engine_ms, int(ack_ms), from_engine, metadata),
     ]
 

@@ -346,7 +346,6 @@ class ExchangeClient:
         return await self.rest.get_json(path, params)
 
 
-
 @asynccontextmanager
 async def open_exchange(
     endpoint: ExchangeEndpoint,

@@ -74,6 +74,7 @@ RECENT_ORDERS: Final = 1000
 """``user_order`` states kept for orders not followed (an order's few hundred bytes each): far
 more than the orders a lookup can be waiting on at once (the risk gate allows 2 in flight)."""
 
+
 class StreamSink(Protocol):
     """The part of ``executor.telemetry.Telemetry`` the stream writes to."""
 
@@ -287,9 +288,7 @@ class StreamedOrders:
         )
         self._lag_row(row, fill.ts_ms, "fill", queued_ms)
 
-    def _lag_row(
-        self, row: OrderRow, exchange_ts_ms: int, channel: str, queued_ms: float
-    ) -> None:
+    def _lag_row(self, row: OrderRow, exchange_ts_ms: int, channel: str, queued_ms: float) -> None:
         """The ``stream_row`` row: the exchange's time of the change to its row queued (at
         ``queued_ms``)."""
         now_ms = queued_ms
