@@ -96,7 +96,7 @@ def test_unit_is_a_notify_service_with_its_directories(monkeypatch: pytest.Monke
     assert service["NotifyAccess"] == "main"
     args = exec_start_args()
     # The group exists where the unit is installed (the guide creates it), not here.
-    monkeypatch.setattr(cli, "resolve_socket_group", lambda text: (4242, text))
+    monkeypatch.setattr(cli, "_socket_group", lambda text: (4242, text))
     parsed = cli.build_parser().parse_args(args)  # the executor's own parser accepts them
     assert parsed.command == "serve"
     assert parsed.socket == Path("/run") / service["RuntimeDirectory"] / "executor.sock"

@@ -10,6 +10,7 @@ the writer ran, as ``wait_until_accepting`` polls for the socket.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import signal
@@ -126,7 +127,7 @@ def writer_policy(spawner: Spawner, directory: Path, *extra: str) -> int:
 
 def rows(db_path: Path) -> int:
     """``wake_recv`` rows committed so far."""
-    with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True) as connection:
+    with contextlib.closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as connection:
         query = "SELECT COUNT(*) FROM latency_events WHERE stage = 'wake_recv'"
         return int(connection.execute(query).fetchone()[0])
 
