@@ -25,7 +25,7 @@ from tests.service.test_reconcile_restart import listed_orders, order_rows
 from tests.support.inprocess import make_wake
 from tests.support.orders import spec
 from tests.support.processes import Spawner, assert_one_line_failure, request_all
-from tests.support.standalone_fake import standalone_fake
+from tests.support.standalone_fake import standalone_fake, trade_against
 
 WAIT_S = 20.0
 """Longest wait for the orders to rest on the fake and in the rows (seconds, a loaded machine)."""
@@ -43,20 +43,12 @@ def fake_world(short_dir: Path) -> Iterator[dict[str, str]]:
 @pytest.fixture
 def resting_mode(fake_world: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Children trade good_till_canceled orders of one contract against the fake, ungated."""
-    for name in list(os.environ):
-        if name.startswith("KALSHI_"):
-            monkeypatch.delenv(name)
-    for name, value in {
-        "KALSHI_DEMO_BASE_URL": fake_world["base_url"],
-        "KALSHI_API_KEY_ID": fake_world["key_id"],
-        "KALSHI_PRIVATE_KEY_PATH": fake_world["private_key_path"],
-        "KALSHI_CA_FILE": fake_world["ca_file"],
-        "KALSHI_ALLOWED_EXCHANGE_INDEXES": "0",
-        "KALSHI_KELLY_FRACTION": "0",
-        "KALSHI_RISK_GATE_ENABLED": "false",
-        "KALSHI_ORDER_TIME_IN_FORCE": "good_till_canceled",
-    }.items():
-        monkeypatch.setenv(name, value)
+    trade_against(
+        fake_world,
+        monkeypatch,
+        KALSHI_RISK_GATE_ENABLED="false",
+        KALSHI_ORDER_TIME_IN_FORCE="good_till_canceled",
+    )
 
 
 def resting_on_the_fake(world: dict[str, str]) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 import sqlite3
 import time
@@ -26,7 +25,7 @@ from executor.recording.orders.terms import RECONCILED_PREFIX
 from executor.signer import KalshiSigner
 from tests.support.inprocess import make_wake
 from tests.support.processes import Spawner, exit_counters, request_all
-from tests.support.standalone_fake import standalone_fake
+from tests.support.standalone_fake import standalone_fake, trade_against
 
 WAIT_S = 10.0
 """Longest wait for the order to show up in the database and on the fake."""
@@ -42,20 +41,7 @@ def fake_world(short_dir: Path) -> Iterator[dict[str, str]]:
 @pytest.fixture
 def real_mode(fake_world: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Children trade against the stand-alone fake, one contract an order."""
-    for name in list(os.environ):
-        if name.startswith("KALSHI_"):
-            monkeypatch.delenv(name)
-    for name, value in {
-        "KALSHI_ENVIRONMENT": "demo",
-        "KALSHI_DEMO_BASE_URL": fake_world["base_url"],
-        "KALSHI_API_KEY_ID": fake_world["key_id"],
-        "KALSHI_PRIVATE_KEY_PATH": fake_world["private_key_path"],
-        "KALSHI_CA_FILE": fake_world["ca_file"],
-        "KALSHI_ALLOWED_EXCHANGE_INDEXES": "0",
-        "KALSHI_KELLY_FRACTION": "0",
-        "KALSHI_FIXED_ORDER_CONTRACT_COUNT": "1",
-    }.items():
-        monkeypatch.setenv(name, value)
+    trade_against(fake_world, monkeypatch)
 
 
 def listed_orders(world: dict[str, str], ticker: str) -> list[dict[str, Any]]:
