@@ -31,7 +31,7 @@ from executor.runtime.placement import (
     parse_cpus,
 )
 from executor.runtime.signals import GROUP_RESET_SIGNAL
-from executor.runtime.thread_priority import WRITER_PRIORITIES
+from executor.runtime.thread_priority import LOW_NICE, WRITER_PRIORITIES
 from executor.runtime.usage import OneLineParser, flag_type, positive_int, seconds
 from executor.server import DEFAULT_GRACE_S, ExecutorServer, ServerConfig, SocketSetupError
 from executor.telemetry import BATCH_LINGER_S, CHANNEL_CAPACITY, TelemetryOpenError
@@ -155,9 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--writer-priority",
         choices=WRITER_PRIORITIES,
         default="normal",
-        help="idle: the telemetry writer thread runs under SCHED_IDLE when it may use more than "
-        "one CPU, so it never holds a CPU the event loop wakes on (fewer read pauses in a burst, "
-        "fewer rows/s flat out); normal: leave it as it starts (default normal)",
+        help="where the telemetry writer thread may use more than one CPU, low: it runs "
+        f"{LOW_NICE} nice levels below the process, so the event loop waking on its CPU "
+        "preempts it sooner; idle: under SCHED_IDLE, so it never holds a CPU the loop wakes on "
+        "(fewer read pauses in a burst, fewer rows/s flat out); normal: leave it as it starts "
+        "(default normal)",
     )
     serve.add_argument(
         "--read-between-batches",

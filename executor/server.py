@@ -93,7 +93,7 @@ class ServerConfig:
     telemetry_capacity: int = CHANNEL_CAPACITY
     telemetry_linger_s: float = BATCH_LINGER_S
     writer_priority: WriterPriority = "normal"
-    """``--writer-priority``: ``idle`` lets the telemetry writer thread give way to the loop's."""
+    """``--writer-priority``: ``low``/``idle`` let the telemetry writer thread give way."""
     read_between_batches: bool = False
     """``--read-between-batches``: each connection reads between the batches of one read."""
     handle_signals: bool = True

@@ -218,8 +218,8 @@ async def serve_telemetry(
     ``intent_journal`` (an executor with an exchange) replays the intent journal an earlier run
     left into the database, then opens it empty for :meth:`Telemetry.record_intent`. A database
     this call creates is its owner's alone (0600), or ``share_group``'s too (0660; the socket's
-    ``--socket-group``, for a poller of another user). ``writer_priority`` ``idle`` (``serve
-    --writer-priority idle``) lets the writer thread give way to the loop's
+    ``--socket-group``, for a poller of another user). ``writer_priority`` ``low`` or ``idle``
+    (``serve --writer-priority``) lets the writer thread give way to the loop's
     (``executor.runtime.thread_priority``).
 
     Raises:

@@ -223,13 +223,13 @@ class TelemetryConsumer:
 
         def write_batches() -> None:  # the writer thread
             # It gives way to the loop's thread on a shared CPU (executor.runtime.thread_priority).
-            lowered = self._writer_priority == "idle" and thread_priority.give_way()
+            lowered = thread_priority.give_way(self._writer_priority)
             try:
                 while (rows := jobs.get()) is not None:
                     token.run_sync_soon(counted, write_batch(self._connection, rows))
             finally:
                 if lowered:
-                    thread_priority.restore()
+                    thread_priority.restore(self._writer_priority)
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(

@@ -1,24 +1,24 @@
 """The SQLite writer thread gives way to the event loop's thread on a shared CPU (issue 34;
-``executor serve --writer-priority idle``, off by default: it cost one connection flat out up to a
-third of its rows/s unpinned, docs/performance/notebook/ 2026-12-06).
+``executor serve --writer-priority low|idle``; measured in docs/performance/notebook/ 2026-12-06).
 
 On Linux the kernel's fair scheduler lets a running thread keep its CPU for up to a tick (4 ms at
 ``HZ=250``) when another thread of the same weight wakes on it: measured in the reference burst,
 the event loop sat runnable for 1-5 ms behind this process's own writer thread, with frames
-waiting, while the writer ran SQLite's part of a batch (docs/performance/notebook/ 2026-12-06).
-A thread under ``SCHED_IDLE`` is preempted at once by any ordinary thread that wakes on its CPU,
-and runs whenever nothing else wants that CPU, so the writer keeps its throughput wherever there
-is an idle CPU.
+waiting, while the writer ran SQLite's part of a batch. Two ways out, both for the writer thread
+alone: ``low`` gives it the nice value ``LOW_NICE`` (a smaller weight: the loop waking on its
+CPU preempts it far sooner, and it keeps most of a CPU nothing else wants); ``idle`` puts it under
+``SCHED_IDLE`` (preempted at once by any ordinary thread, runs only on a CPU nothing else wants).
 
-It does not when its only CPU is the loop's too (a ``taskset`` of one CPU, a one-CPU cgroup): a
-loop busy flat out would leave it no time at all, rows would queue and be dropped. So
-:func:`give_way` lowers the calling thread only when it may run on more than one CPU (with
-``executor serve --cpu`` the writer is already off the loop's CPUs, and there it gives way to the
-poller and the rest instead).
+Neither is applied when the thread's only CPU is the loop's too (a ``taskset`` of one CPU, a
+one-CPU cgroup): a loop busy flat out would leave it too little time, and rows would queue and be
+dropped. So :func:`give_way` lowers the calling thread only when it may run on more than one CPU
+(with ``executor serve --cpu`` the writer is already off the loop's CPUs, and there it gives way
+to the poller and the rest instead).
 
-Raising a thread back from ``SCHED_IDLE`` needs ``CAP_SYS_NICE`` or an ``RLIMIT_NICE`` of 20;
-without either, :func:`restore` leaves it there and says so once (the thread returns to Trio's
-thread cache at shutdown, where it may run the drain at idle priority).
+Raising a thread back (a lower nice value, or out of ``SCHED_IDLE``) needs ``CAP_SYS_NICE`` or a
+large enough ``RLIMIT_NICE``; without either, :func:`restore` leaves it where it is and says so
+once: the thread returns to Trio's thread cache at shutdown, where it may run the drain (and any
+later worker-thread call it is given) at that priority.
 
 Cancellation: nothing here awaits.
 """
@@ -26,43 +26,72 @@ Cancellation: nothing here awaits.
 from __future__ import annotations
 
 import os
+import sys
+import threading
 from typing import Final, Literal, get_args
 
 import structlog
 
-WriterPriority = Literal["idle", "normal"]
-"""``idle``: the writer thread gives way (:func:`give_way`); ``normal``: it is left alone."""
+WriterPriority = Literal["low", "idle", "normal"]
+"""``low``: nice ``LOW_NICE``; ``idle``: ``SCHED_IDLE`` (:func:`give_way`); ``normal``: left
+alone."""
 
 WRITER_PRIORITIES: Final[tuple[WriterPriority, ...]] = get_args(WriterPriority)
+
+LOW_NICE: Final = 10
+"""How far ``low`` raises the writer thread's nice value above the process's (at most 19): at 10,
+a weight of 110 against the loop's 1024."""
 
 logger = structlog.get_logger()
 
 
-def give_way() -> bool:
-    """Put the calling thread under ``SCHED_IDLE`` when it may run on more than one CPU; True
-    when it did. Where the policy does not exist or is refused, it logs why and returns False."""
-    if not hasattr(os, "SCHED_IDLE"):
-        logger.info("writer thread priority unchanged", reason="no SCHED_IDLE on this platform")
+def give_way(priority: WriterPriority = "idle") -> bool:
+    """Lower the calling thread (``priority``: ``low`` or ``idle``) when it may run on more than
+    one CPU; True when it did. Where it cannot be done or is refused, log why and return False."""
+    if priority == "normal":
         return False
+    if priority == "idle" and not hasattr(os, "SCHED_IDLE"):
+        return _unchanged("no SCHED_IDLE on this platform")
+    if priority == "low" and sys.platform != "linux":
+        return _unchanged("a thread's own nice value is Linux's")  # elsewhere: the process's
     cpus = len(os.sched_getaffinity(0))
     if cpus < 2:
-        logger.info("writer thread priority unchanged", reason="it has one CPU", cpus=cpus)
-        return False
+        return _unchanged("it has one CPU", cpus=cpus)
     try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        if priority == "idle":
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        else:
+            _set_nice(min(_process_nice() + LOW_NICE, 19))
     except OSError as error:
         logger.warning("writer thread priority unchanged", reason=str(error))
         return False
     return True
 
 
-def restore() -> None:
-    """Put the calling thread back under the ordinary policy (``SCHED_OTHER``), or log once why
-    it stays where it is."""
+def restore(priority: WriterPriority = "idle") -> None:
+    """Put the calling thread back (the ordinary policy; the process's nice value), or log once
+    why it stays."""
     try:
-        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        if priority == "idle":
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        else:
+            _set_nice(_process_nice())
     except OSError as error:
-        logger.info("writer thread stays at idle priority", reason=str(error))
+        logger.info("writer thread stays at lowered priority", priority=priority, reason=str(error))
 
 
-__all__ = ["WRITER_PRIORITIES", "WriterPriority", "give_way", "restore"]
+def _process_nice() -> int:
+    # On Linux a process id names its main thread here: the nice value it started with.
+    return os.getpriority(os.PRIO_PROCESS, os.getpid())
+
+
+def _set_nice(value: int) -> None:
+    os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), value)  # this thread only
+
+
+def _unchanged(reason: str, **fields: int) -> bool:
+    logger.info("writer thread priority unchanged", reason=reason, **fields)
+    return False
+
+
+__all__ = ["LOW_NICE", "WRITER_PRIORITIES", "WriterPriority", "give_way", "restore"]

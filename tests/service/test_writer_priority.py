@@ -1,11 +1,12 @@
 """The telemetry writer thread gives way to the loop's (``executor.runtime.thread_priority``,
 ``executor serve --writer-priority``).
 
-``give_way`` puts the calling thread under ``SCHED_IDLE`` when it may run on more than one CPU,
-and leaves it alone on one; ``restore`` puts it back, or says why it cannot. A served executor's
-writer thread runs under the ordinary policy by default and under ``SCHED_IDLE`` with
-``--writer-priority idle``. Nothing here is timed: the served test polls for the row that proves
-the writer ran, as ``wait_until_accepting`` polls for the socket.
+``give_way`` lowers the calling thread (``idle``: ``SCHED_IDLE``; ``low``: ``LOW_NICE`` above the
+process's nice value) when it may run on more than one CPU, and leaves it alone on one;
+``restore`` puts it back, or says why it cannot. A served executor's writer thread runs under the
+ordinary policy by default, under ``SCHED_IDLE`` with ``--writer-priority idle`` and at the
+lowered nice value with ``--writer-priority low``. Nothing here is timed: the served tests poll
+for the row that proves the writer ran, as ``wait_until_accepting`` polls for the socket.
 """
 
 from __future__ import annotations
@@ -95,13 +96,27 @@ def test_a_refused_change_is_logged_not_raised(monkeypatch: pytest.MonkeyPatch) 
     assert not lowered
     assert [entry["event"] for entry in logs] == [
         "writer thread priority unchanged",
-        "writer thread stays at idle priority",
+        "writer thread stays at lowered priority",
     ]
     assert all("not permitted" in entry["reason"] for entry in logs)
 
 
 def writer_policy(spawner: Spawner, directory: Path, *extra: str) -> int:
     """The scheduling policy of a served executor's writer thread, once it has written a row."""
+    return writer_thread_value(spawner, directory, os.sched_getscheduler, *extra)
+
+
+def writer_nice(spawner: Spawner, directory: Path, *extra: str) -> int:
+    """The nice value of a served executor's writer thread, once it has written a row."""
+    return writer_thread_value(
+        spawner, directory, lambda tid: os.getpriority(os.PRIO_PROCESS, tid), *extra
+    )
+
+
+def writer_thread_value(
+    spawner: Spawner, directory: Path, read: Callable[[int], int], *extra: str
+) -> int:
+    """``read(tid)`` of a served executor's writer thread, once it has written a row."""
     directory.mkdir()
     socket_path, db_path = directory / "x.sock", directory / "t.db"
     executor = spawner.serve(socket_path, db_path, *extra)
@@ -118,11 +133,11 @@ def writer_policy(spawner: Spawner, directory: Path, *extra: str) -> int:
         for task in tasks.iterdir()
         if (task / "comm").read_text().startswith("write_batches")
     ]
-    policies = {os.sched_getscheduler(tid) for tid in writers}
+    values = {read(tid) for tid in writers}
     executor.signal(signal.SIGTERM)
     assert executor.wait() == 0
-    assert len(policies) == 1, policies
-    return policies.pop()
+    assert len(values) == 1, values
+    return values.pop()
 
 
 def rows(db_path: Path) -> int:
@@ -141,3 +156,74 @@ def test_served_writer_gives_way_with_idle_and_not_by_default(
     idle = writer_policy(spawner, short_dir / "idle", "--writer-priority", "idle")
     assert idle == expected
     assert writer_policy(spawner, short_dir / "default") == os.SCHED_OTHER
+
+
+def thread_nice() -> int:
+    """The calling thread's own nice value (Linux: a thread id names one thread)."""
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+def may_lower_nice() -> bool:
+    """Whether this process may lower a thread's nice value back (root, or RLIMIT_NICE 20)."""
+    return may_leave_idle()
+
+
+def test_low_raises_the_threads_nice_value_alone_and_restores_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``low`` with two CPUs: the thread's nice value is the process's plus ``LOW_NICE`` (the
+    process's own unchanged); ``restore`` puts it back where the process may."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    process_before = os.getpriority(os.PRIO_PROCESS, os.getpid())
+
+    def body() -> tuple[bool, int, int, int]:
+        before = thread_nice()
+        lowered = thread_priority.give_way("low")
+        during = thread_nice()
+        thread_priority.restore("low")
+        return lowered, before, during, thread_nice()
+
+    lowered, before, during, after = in_thread(body)
+    assert lowered
+    assert during == min(before + thread_priority.LOW_NICE, 19)
+    assert os.getpriority(os.PRIO_PROCESS, os.getpid()) == process_before
+    assert after == (before if may_lower_nice() else during)
+
+
+def test_low_with_one_cpu_keeps_the_nice_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Alone on one CPU, ``low`` leaves the thread's nice value as it is, and says why."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {1})
+
+    def body() -> tuple[bool, int, int]:
+        before = thread_nice()
+        return thread_priority.give_way("low"), before, thread_nice()
+
+    with structlog.testing.capture_logs() as logs:
+        lowered, before, after = in_thread(body)
+    assert not lowered
+    assert before == after
+    assert [entry["reason"] for entry in logs] == ["it has one CPU"]
+
+
+def test_a_refused_nice_restore_is_logged_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A nice value the process may not lower back is logged with its reason, not raised."""
+
+    def refuse(*_: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "setpriority", refuse)
+    with structlog.testing.capture_logs() as logs:
+        thread_priority.restore("low")
+    assert [(entry["event"], entry["priority"]) for entry in logs] == [
+        ("writer thread stays at lowered priority", "low")
+    ]
+    assert "denied" in logs[0]["reason"]
+
+
+def test_served_writer_runs_niced_with_low(spawner: Spawner, short_dir: Path) -> None:
+    """``executor serve --writer-priority low`` raises the writer thread's nice value by
+    ``LOW_NICE`` (where it may use two CPUs, as this test's children may)."""
+    base = os.getpriority(os.PRIO_PROCESS, os.getpid())
+    lowered = min(base + thread_priority.LOW_NICE, 19)
+    expected = lowered if len(os.sched_getaffinity(0)) > 1 else base
+    assert writer_nice(spawner, short_dir / "low", "--writer-priority", "low") == expected
