@@ -171,6 +171,8 @@ class ReadBuffer(Protocol):
     start: int
     end: int
 
+    def make_room(self, size: int) -> None: ...
+
 
 class Peer(Protocol):
     """What :func:`another_connection_waiting` reads of a connection
@@ -204,12 +206,14 @@ def another_connection_waiting(connections: Iterable[Peer], this: Peer) -> bool:
 def frame_waiting(connection: ReadBuffer) -> bool:
     """Whether a whole frame can be handled now: buffered, or in the kernel (one non-blocking
     ``recv`` into the connection's buffer reads what it has, up to ``READ_AHEAD_BYTES`` buffered).
-    An end of stream or a reset is left for the connection's next read, which sees it again."""
+    A frame cut at the buffer's end moves to its front first, so there is room to read into:
+    without room nothing would be read and every held shadow would start at once (~250 fires, a
+    millisecond with no read, once per buffer's worth of a burst). An end of stream or a reset is
+    left for the connection's next read, which sees it again."""
     if _frame_buffered(connection):
         return True
-    if connection.start == connection.end:
-        connection.start = connection.end = 0
-    limit = min(connection.start + READ_AHEAD_BYTES, len(connection.view))
+    connection.make_room(READ_AHEAD_BYTES)
+    limit = connection.start + READ_AHEAD_BYTES
     if connection.end >= limit:
         return False  # a frame larger than that: the loop's own read takes the rest
     try:

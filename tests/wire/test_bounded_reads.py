@@ -102,3 +102,20 @@ async def test_frame_waiting_reads_no_further_than_the_bound(
     connection = Connection(ours)
     assert frame_waiting(connection)
     assert connection.end - connection.start == READ_AHEAD_BYTES
+
+
+async def test_frame_waiting_at_the_buffers_end_moves_the_cut_frame_and_reads(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    """A frame cut at the very end of the buffer: the look moves it to the front and reads the
+    rest from the kernel (before, it read nothing there and every held shadow started at once)."""
+    ours, peer = pair
+    whole = encode_frame(make_wake("cut", dry_run=True))
+    connection = Connection(ours)
+    connection.start = RECEIVE_BUFFER_BYTES - 10
+    connection.end = RECEIVE_BUFFER_BYTES
+    connection.buffer[connection.start :] = whole[:10]
+    peer.sendall(whole[10:] + backlog(2))
+    assert frame_waiting(connection)
+    assert connection.start == 0
+    assert bytes(connection.buffer[: len(whole)]) == whole
