@@ -154,12 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--writer-priority",
         choices=WRITER_PRIORITIES,
-        default="low",
+        default="normal",
         help="where the telemetry writer thread may use more than one CPU, low: it runs "
         f"{LOW_NICE} nice levels below the process, so the event loop waking on its CPU "
         "preempts it sooner; idle: under SCHED_IDLE, so it never holds a CPU the loop wakes on "
         "(fewer read pauses in a burst, fewer rows/s flat out); normal: leave it as it starts "
-        "(default low)",
+        "(default normal)",
     )
     serve.add_argument(
         "--read-between-batches",

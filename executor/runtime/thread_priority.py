@@ -1,6 +1,5 @@
 """The SQLite writer thread gives way to the event loop's thread on a shared CPU (issue 34;
-``executor serve --writer-priority low``, the default, or ``idle``; measured in
-docs/performance/notebook/ 2026-12-06).
+``executor serve --writer-priority low|idle``; measured in docs/performance/notebook/ 2026-12-06).
 
 On Linux the kernel's fair scheduler lets a running thread keep its CPU for up to a tick (4 ms at
 ``HZ=250``) when another thread of the same weight wakes on it: measured in the reference burst,
@@ -39,9 +38,9 @@ alone."""
 
 WRITER_PRIORITIES: Final[tuple[WriterPriority, ...]] = get_args(WriterPriority)
 
-LOW_NICE: Final = 5
-"""How far ``low`` raises the writer thread's nice value above the process's (at most 19): at 5,
-a weight of 335 against the loop's 1024 (10, 110, did no better in the burst)."""
+LOW_NICE: Final = 10
+"""How far ``low`` raises the writer thread's nice value above the process's (at most 19): at 10,
+a weight of 110 against the loop's 1024."""
 
 logger = structlog.get_logger()
 

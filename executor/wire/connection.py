@@ -6,11 +6,8 @@ other, with no scheduler pass in between; then the batch's real wakes are fired 
 decided and written right there), then each acked frame's ``wake_recv`` row is recorded, and the
 shadow fires are started once no further whole frame is waiting (``executor.wire.handoff``: the
 order, and why); then the loop takes one Trio checkpoint (cancellation, fairness), skipped when
-the batch's reads already waited in the scheduler. A read takes at most ``READ_AHEAD_BYTES``
-(16 KiB, ~40 small frames) past the first unconsumed byte, unless one frame needs more: a burst's
-backlog waits in the kernel and the loop reads again within a millisecond of work, not after a
-whole buffer's ~260 frames (issue 34). A frame cut at the end of what was read ends the batch:
-the acks before it are already out. So does a real wake, once its ack is out: its fire
+the batch's reads already waited in the scheduler. A frame cut at the buffer's end ends the
+batch: the acks before it are already out. So does a real wake, once its ack is out: its fire
 starts before the frames behind it are decoded. A pipelining connection yields once per batch, and
 while another connection has work it also yields between held shadow fires, once per
 ``SHADOW_CHECK_NS`` of starting them: it delays the others by at most one batch's work, or about
@@ -71,7 +68,7 @@ from executor.wire.batch import (
     send_short_ack_rest,
     take_buffered_frames,
 )
-from executor.wire.handoff import READ_AHEAD_BYTES, FireHandoff, StartFire, frame_waiting
+from executor.wire.handoff import FireHandoff, StartFire, frame_waiting
 from executor.wire.protocol import (
     MAX_FRAME_BYTES,
     PREFIX_BYTES,
@@ -122,14 +119,10 @@ class Connection:
                 ``FRAME_READ_TIMEOUT_S`` of the first wait for it (a cancel scope on that slow
                 path only); with none of it here the wait is unbounded (a quiet peer).
         """
-        if self.end - self.start >= size:
-            return True
-        room = max(size, READ_AHEAD_BYTES)  # a bounded read: the loop reads again soon
-        self.make_room(room)
-        limit = self.start + room
+        self.make_room(size)
         while self.end - self.start < size:
             try:
-                received = self.sock.recv_into(self.view[self.end : limit])
+                received = self.sock.recv_into(self.view[self.end :])
             except BlockingIOError:
                 self.waited = True
                 if self.end == self.start:
@@ -366,7 +359,6 @@ async def _checkpoint_unless_waited(connection: Connection) -> None:
 __all__ = [
     "ACK_JOIN_FRAMES",
     "MAX_BATCH_FRAMES",
-    "READ_AHEAD_BYTES",
     "RECEIVE_BUFFER_BYTES",
     "TOP_UP_ROOM",
     "Connection",

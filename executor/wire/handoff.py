@@ -154,14 +154,6 @@ class FireHandoff:
             start_fire(wake_message_of(decoded), stamp_ns, done_ns)
 
 
-READ_AHEAD_BYTES: Final = 16 * 1024
-"""Most bytes a read of the connection loop lets pile up unconsumed in the buffer, unless one frame
-needs more (bytes): ~40 reference-sized wakes, well under a millisecond of work, after which the
-loop reads again. A read up to the whole 128 KiB buffer brought ~260 frames in a burst, and the
-loop did not read for the 1-3 ms they took while the poller's socket filled (issue 34,
-docs/performance/notebook/ 2026-12-06)."""
-
-
 class ReadBuffer(Protocol):
     """What :func:`frame_waiting` reads of a connection (``executor.wire.connection.Connection``):
     its socket and its receive buffer, unconsumed bytes from ``start`` to ``end``."""
@@ -170,8 +162,6 @@ class ReadBuffer(Protocol):
     view: memoryview
     start: int
     end: int
-
-    def make_room(self, size: int) -> None: ...
 
 
 class Peer(Protocol):
@@ -205,19 +195,14 @@ def another_connection_waiting(connections: Iterable[Peer], this: Peer) -> bool:
 
 def frame_waiting(connection: ReadBuffer) -> bool:
     """Whether a whole frame can be handled now: buffered, or in the kernel (one non-blocking
-    ``recv`` into the connection's buffer reads what it has, up to ``READ_AHEAD_BYTES`` buffered).
-    A frame cut at the buffer's end moves to its front first, so there is room to read into:
-    without room nothing would be read and every held shadow would start at once (~250 fires, a
-    millisecond with no read, once per buffer's worth of a burst). An end of stream or a reset is
-    left for the connection's next read, which sees it again."""
+    ``recv`` into the connection's buffer reads what it has). An end of stream or a reset is left
+    for the connection's next read, which sees it again."""
     if _frame_buffered(connection):
         return True
-    connection.make_room(READ_AHEAD_BYTES)
-    limit = connection.start + READ_AHEAD_BYTES
-    if connection.end >= limit:
-        return False  # a frame larger than that: the loop's own read takes the rest
+    if connection.start == connection.end:
+        connection.start = connection.end = 0
     try:
-        received = connection.sock.recv_into(connection.view[connection.end : limit])
+        received = connection.sock.recv_into(connection.view[connection.end :])
     except (BlockingIOError, BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
         return False
     connection.end += received
@@ -238,7 +223,6 @@ def _frame_buffered(connection: ReadBuffer) -> bool:
 
 __all__ = [
     "MAX_DEFERRED_SHADOWS",
-    "READ_AHEAD_BYTES",
     "SHADOW_CHECK_NS",
     "Acked",
     "FireHandoff",
