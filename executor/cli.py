@@ -155,8 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--writer-priority",
         choices=WRITER_PRIORITIES,
         default="normal",
-        help="where the telemetry writer thread may use more than one CPU, low: it runs "
-        f"{LOW_NICE} nice levels below the process, so the event loop waking on its CPU "
+        help="where the telemetry writer thread may use more than one CPU, low: it runs at a "
+        f"nice value {LOW_NICE} above the process's, so the event loop waking on its CPU "
         "preempts it sooner; idle: under SCHED_IDLE, so it never holds a CPU the loop wakes on "
         "(fewer read pauses in a burst, fewer rows/s flat out); normal: leave it as it starts "
         "(default normal)",

@@ -1,5 +1,6 @@
 """The SQLite writer thread gives way to the event loop's thread on a shared CPU (issue 34;
-``executor serve --writer-priority low|idle``; measured in docs/performance/notebook/ 2026-12-06).
+``executor serve --writer-priority low|idle``, both off by default: each cost one connection flat
+out more than 5% of its rows/s unpinned, ``low`` 0.93x, docs/performance/notebook/ 2026-12-06).
 
 On Linux the kernel's fair scheduler lets a running thread keep its CPU for up to a tick (4 ms at
 ``HZ=250``) when another thread of the same weight wakes on it: measured in the reference burst,
@@ -38,9 +39,11 @@ alone."""
 
 WRITER_PRIORITIES: Final[tuple[WriterPriority, ...]] = get_args(WriterPriority)
 
-LOW_NICE: Final = 10
-"""How far ``low`` raises the writer thread's nice value above the process's (at most 19): at 10,
-a weight of 110 against the loop's 1024."""
+LOW_NICE: Final = 5
+"""How far ``low`` raises the writer thread's nice value above the process's (at most 19): at 5,
+a weight of 335 against the loop's 1024. 10 (weight 110) cost as much flat out and left about as
+many pauses behind the writer (0 against 1 in 12 unpinned bursts; docs/performance/notebook/
+2026-12-06, second pass)."""
 
 logger = structlog.get_logger()
 

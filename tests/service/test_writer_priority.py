@@ -220,10 +220,14 @@ def test_a_refused_nice_restore_is_logged_not_raised(monkeypatch: pytest.MonkeyP
     assert "denied" in logs[0]["reason"]
 
 
-def test_served_writer_runs_niced_with_low(spawner: Spawner, short_dir: Path) -> None:
+def test_served_writer_runs_niced_with_low_and_not_by_default(
+    spawner: Spawner, short_dir: Path
+) -> None:
     """``executor serve --writer-priority low`` raises the writer thread's nice value by
-    ``LOW_NICE`` (where it may use two CPUs, as this test's children may)."""
+    ``LOW_NICE`` (where it may use two CPUs, as this test's children may); by default the writer
+    keeps the process's nice value."""
     base = os.getpriority(os.PRIO_PROCESS, os.getpid())
     lowered = min(base + thread_priority.LOW_NICE, 19)
     expected = lowered if len(os.sched_getaffinity(0)) > 1 else base
     assert writer_nice(spawner, short_dir / "low", "--writer-priority", "low") == expected
+    assert writer_nice(spawner, short_dir / "default") == base
