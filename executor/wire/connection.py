@@ -152,9 +152,7 @@ class Connection:
         pending = self.end - self.start
         if not pending:
             return
-        if len(self.buffer) - self.end < TOP_UP_ROOM and self.start:
-            self.buffer[:pending] = self.buffer[self.start : self.end]
-            self.start, self.end = 0, pending
+        self.make_room(pending + TOP_UP_ROOM)  # to the front when less is free behind them
         if self.end == len(self.buffer):
             return
         try:
