@@ -254,7 +254,7 @@ def _serve(args: argparse.Namespace) -> int:
         if settings.exchange.mode != "none":
             # Only an executor with an exchange pays for importing the order path (httpx & co.).
             from executor.trading.exchange_side import load_signer
-            from executor.trading.factory import order_path_factory
+            from executor.trading.factory import OrderPathFactory
 
             if settings.exchange.mode == "real":
                 signer = load_signer(settings.exchange)
@@ -282,7 +282,7 @@ def _serve(args: argparse.Namespace) -> int:
     notifier = ServiceNotifier.from_environment(os.environ)
     order_path = None
     if settings.exchange.mode != "none":
-        order_path = order_path_factory(
+        order_path = OrderPathFactory(
             settings,
             telemetry_db=telemetry_db,
             kill_switch=kill_switch,

@@ -3,7 +3,6 @@
 :class:`OrderPathFactory` holds the settings the order path is built from; the server enters
 ``exchange_side()`` (stage one, ``executor.trading.exchange_side``) before the database is opened
 and calls the factory with its telemetry (stage two, ``executor.trading.assembly``) after.
-:func:`order_path_factory` is how the command line and the tests make one.
 """
 
 from __future__ import annotations
@@ -84,25 +83,4 @@ class OrderPathFactory:
         )
 
 
-def order_path_factory(
-    settings: Settings,
-    *,
-    telemetry_db: Path,
-    kill_switch: KillSwitchState | None,
-    signer: KalshiSigner | None = None,
-    announce: Callable[[str], None] | None = None,
-    socket_path: Path | None = None,
-) -> OrderPathFactory:
-    """The server's factory for ``settings`` (mode fake or real), its heartbeats named by
-    ``socket_path``."""
-    return OrderPathFactory(
-        settings,
-        telemetry_db=telemetry_db,
-        kill_switch=kill_switch,
-        signer=signer,
-        announce=announce,
-        socket_path=socket_path,
-    )
-
-
-__all__ = ["OrderPathFactory", "order_path_factory"]
+__all__ = ["OrderPathFactory"]

@@ -22,7 +22,7 @@ from executor.config.settings import ExchangeSettings, Settings
 from executor.config.sizing import SizingConfig
 from executor.decide.risk import RiskLimits
 from executor.fake.exchange import ORDER_PATH, FakeCredentials, FakeExchange
-from executor.trading.factory import order_path_factory
+from executor.trading.factory import OrderPathFactory
 from executor.wire.client import connect
 from executor.wire.protocol import WakeMessage
 from tests.support.inprocess import RunningServer, make_wake, start_server
@@ -92,7 +92,7 @@ async def start(
         risk_limits=RiskLimits(),
         allowed_exchange_indexes=frozenset({0}),
     )
-    factory = order_path_factory(settings, telemetry_db=directory / "t.db", kill_switch=None)
+    factory = OrderPathFactory(settings, telemetry_db=directory / "t.db", kill_switch=None)
     factory.heartbeat_interval_s = HEARTBEAT_S
     return await start_server(nursery, directory, order_path=factory)
 

@@ -29,7 +29,7 @@ from executor.recording.counting.counters import TelemetryCounters
 from executor.recording.rows import HeartbeatRow
 from executor.recording.sqlite_writer import BatchOutcome
 from executor.runtime.kill_switch import KillSwitch
-from executor.trading.factory import order_path_factory
+from executor.trading.factory import OrderPathFactory
 from executor.wire.client import connect
 from tests.service.test_audit_trail import HEARTBEAT_S, WAIT_S, query, set_fault, wake
 from tests.support.inprocess import RunningServer, start_server
@@ -50,7 +50,7 @@ async def start(
     """An in-process executor with a kill switch at ``directory/halt`` (read every time)."""
     settings = settings_for(exchange, credentials, time_in_force=time_in_force, book=book)
     switch = KillSwitch(directory / "halt", ttl_s=0)
-    factory = order_path_factory(settings, telemetry_db=directory / "t.db", kill_switch=switch)
+    factory = OrderPathFactory(settings, telemetry_db=directory / "t.db", kill_switch=switch)
     factory.heartbeat_interval_s = HEARTBEAT_S
     return await start_server(nursery, directory, order_path=factory)
 

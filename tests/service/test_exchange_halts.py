@@ -20,7 +20,7 @@ from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.fire.path import OrderPath
 from executor.runtime.kill_switch import KillSwitch
 from executor.signer import KalshiSigner
-from executor.trading.factory import order_path_factory
+from executor.trading.factory import OrderPathFactory
 from executor.wire.client import connect
 from tests.service.test_audit_trail import WAIT_S, query, wake
 from tests.service.test_book_guard import guard_of, rest_three, resting
@@ -43,7 +43,7 @@ async def start(
     nursery: trio.Nursery, directory: Path, exchange: FakeExchange, credentials: FakeCredentials
 ) -> RunningServer:
     """An in-process executor against ``exchange``, its stream connected before it returns."""
-    factory = order_path_factory(
+    factory = OrderPathFactory(
         settings_for(exchange, credentials), telemetry_db=directory / "t.db", kill_switch=None
     )
     running = await start_server(nursery, directory, order_path=factory)

@@ -36,7 +36,7 @@ from executor.recording.counting.counters import ServerStatistics
 from executor.recording.rows import OrderStatus, Stage, latency_row
 from executor.signer import KalshiSigner
 from executor.telemetry import serve_telemetry
-from executor.trading.factory import order_path_factory
+from executor.trading.factory import OrderPathFactory
 from executor.wire.client import connect
 from executor.wire.protocol import WakeMessage
 from tests.support.inprocess import RunningServer, make_wake, start_server
@@ -89,7 +89,7 @@ async def start_trading(
     **config: Any,
 ) -> RunningServer:
     """An in-process executor trading against ``exchange``, rows in ``directory/t.db``."""
-    factory = order_path_factory(
+    factory = OrderPathFactory(
         settings or settings_for(exchange, credentials),
         telemetry_db=directory / "t.db",
         kill_switch=None,
@@ -392,7 +392,7 @@ async def test_bad_key_is_a_startup_error(
     bad_key = short_dir / "bad.pem"
     bad_key.write_text("not a key")
     settings = settings_for(fake_exchange, fake_credentials, private_key_path=bad_key)
-    factory = order_path_factory(settings, telemetry_db=short_dir / "t.db", kill_switch=None)
+    factory = OrderPathFactory(settings, telemetry_db=short_dir / "t.db", kill_switch=None)
     with pytest.raises(StartupError, match=r"bad\.pem"):
         await start_server(nursery, short_dir, order_path=factory)
     assert not (short_dir / "x.sock").exists()
@@ -406,7 +406,7 @@ async def test_unreachable_exchange_is_a_startup_error(
 ) -> None:
     """An exchange whose TLS the executor cannot verify stops start-up with one StartupError."""
     settings = settings_for(fake_exchange, fake_credentials, ca_file=None)  # system store
-    factory = order_path_factory(settings, telemetry_db=short_dir / "t.db", kill_switch=None)
+    factory = OrderPathFactory(settings, telemetry_db=short_dir / "t.db", kill_switch=None)
     with pytest.raises(StartupError, match="cannot be reached"):
         await start_server(nursery, short_dir, order_path=factory)
     assert not (short_dir / "x.sock").exists()
@@ -452,7 +452,7 @@ async def test_real_order_goes_out_ahead_of_queued_shadow_fires(
     queued ahead of it must mostly be signed after it.
     """
     signer = RecordingSigner(fake_credentials.private_key_path, fake_credentials.key_id)
-    factory = order_path_factory(
+    factory = OrderPathFactory(
         # Signing ahead off: every signature is then this signer's, on the loop.
         settings_for(fake_exchange, fake_credentials, shadow_signing="loop", presign_max_age_ms=0),
         telemetry_db=short_dir / "t.db",
@@ -505,7 +505,7 @@ async def test_real_order_goes_out_before_shadow_fires_signed_in_a_worker(
 ) -> None:
     """With shadow signing in a worker process (the default), a real fire queued after 16 shadow
     fires reaches the exchange before the lane has signed them all."""
-    factory = order_path_factory(
+    factory = OrderPathFactory(
         settings_for(fake_exchange, fake_credentials),
         telemetry_db=short_dir / "t.db",
         kill_switch=None,

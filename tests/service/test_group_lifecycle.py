@@ -14,7 +14,7 @@ import trio
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.recording.database import TelemetryOpenError
 from executor.server import ExecutorServer, ServerConfig
-from executor.trading.factory import order_path_factory
+from executor.trading.factory import OrderPathFactory
 from tests.service.test_audit_trail import query
 from tests.service.test_book_guard import settings_for, start
 
@@ -35,7 +35,7 @@ async def test_five_refused_starts_on_a_locked_database_create_no_group(
     settings = settings_for(fake_exchange, fake_credentials)
     for attempt in range(REFUSED_STARTS):
         other = Path(tempfile.mkdtemp(dir=short_dir))
-        factory = order_path_factory(settings, telemetry_db=running.db_path, kill_switch=None)
+        factory = OrderPathFactory(settings, telemetry_db=running.db_path, kill_switch=None)
         server = ExecutorServer(
             ServerConfig(
                 socket_path=other / "y.sock",

@@ -18,7 +18,7 @@ from executor.config.settings import Settings
 from executor.exchange.book.offline_reset import reset_on_exchange
 from executor.fake.exchange import FakeCredentials, FakeExchange
 from executor.signer import KalshiSigner
-from executor.trading.factory import order_path_factory
+from executor.trading.factory import OrderPathFactory
 from tests.service.test_audit_trail import WAIT_S, query
 from tests.service.test_exchange_halts import fire_and_wait, halts_of, orders_sent, settings_for
 from tests.support.inprocess import RunningServer, start_server
@@ -38,7 +38,7 @@ async def halted(
     """A streamless executor whose group the fake triggered: three fills pass the limit, the
     fourth order is sent and refused (which is how the halt is heard), the fifth is refused
     before sending."""
-    factory = order_path_factory(
+    factory = OrderPathFactory(
         streamless(exchange, credentials), telemetry_db=directory / "t.db", kill_switch=None
     )
     running = await start_server(nursery, directory, order_path=factory)

@@ -23,7 +23,7 @@ from executor.recording.database import close_database, open_database
 from executor.recording.rows import HeartbeatRow
 from executor.recording.sqlite_writer import write_batch
 from executor.stats.command import stats_main
-from executor.trading.factory import order_path_factory
+from executor.trading.factory import OrderPathFactory
 from executor.wire.client import connect
 from tests.service.test_fire_e2e import query, real_wake, settings_for
 from tests.support.inprocess import start_server
@@ -120,7 +120,7 @@ async def test_a_running_executors_unknown_lookup_reaches_executor_stats(
     monkeypatch.setattr(reconcile_module, "RECONCILE_DELAYS_S", (0.0, 0.0, 0.0))
     monkeypatch.setattr(order_lookup_module, "ABSENCE_MARGIN_MS", 10_000)
     fake_exchange.inject(Fault("hang"))
-    factory = order_path_factory(
+    factory = OrderPathFactory(
         settings_for(fake_exchange, fake_credentials),
         telemetry_db=short_dir / "t.db",
         kill_switch=None,
