@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import signal
 import sqlite3
 import time
@@ -15,9 +14,9 @@ from executor.config.risk_limits import RISK_ENV_VARS
 from executor.recording.database import close_database, open_database
 from tests.service.test_reconcile_restart import listed_orders
 from tests.support.dev import (
-    DEV_SCRIPT,
     DevServe,
     copied_checkout,
+    dev_module,
     require_dev_environment,
     run_dev,
 )
@@ -271,8 +270,4 @@ def test_the_executor_itself_keeps_the_production_limits(spawner: Spawner, short
 def test_the_tryout_limits_are_variables_the_executor_reads() -> None:
     """Every variable dev.py sets for a try-out is a risk limit the executor knows (a renamed
     variable would otherwise be warned about and silently not apply)."""
-    spec = importlib.util.spec_from_file_location("dev_script", DEV_SCRIPT)
-    assert spec is not None and spec.loader is not None
-    dev = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(dev)
-    assert set(dev.TRYOUT_RISK_LIMITS) == set(RISK_ENV_VARS.values())
+    assert set(dev_module().TRYOUT_RISK_LIMITS) == set(RISK_ENV_VARS.values())

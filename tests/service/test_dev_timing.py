@@ -3,12 +3,10 @@ time, its CPU time and the machine's load, and keeps pytest's exit status."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
-from types import ModuleType
 
-from tests.support.dev import DEV_SCRIPT, require_dev_environment, run_dev
+from tests.support.dev import dev_module, require_dev_environment, run_dev
 
 TIMING_LINE = re.compile(
     r"^dev\.py: suite timing: wall (\d+\.\d) s, CPU (\d+\.\d) s "
@@ -38,15 +36,6 @@ def test_timing_prints_the_slowest_tests_and_the_times_and_keeps_the_exit_status
     assert wall_s > 0 and user_s > 0
     assert abs(cpu_s - (user_s + sys_s)) <= 0.11  # each figure is rounded to 0.1 s
     assert status == 1
-
-
-def dev_module() -> ModuleType:
-    """dev.py imported as a module (it is a script, not a package)."""
-    spec = importlib.util.spec_from_file_location("dev_script", DEV_SCRIPT)
-    assert spec is not None and spec.loader is not None
-    dev = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(dev)
-    return dev
 
 
 def test_the_whole_suites_figures_are_set_beside_issue_33s_targets() -> None:

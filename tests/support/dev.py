@@ -8,11 +8,13 @@ that run it skip otherwise, saying so.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -23,6 +25,15 @@ DEV_SCRIPT = ROOT / "dev.py"
 
 DEV_TIMEOUT_S = 120.0
 """Bound on one ``dev.py`` command run to its end (an interpreter start, a busy 2-core box)."""
+
+
+def dev_module() -> ModuleType:
+    """dev.py imported as a module (it is a script, not a package), to test its functions."""
+    spec = importlib.util.spec_from_file_location("dev_script", DEV_SCRIPT)
+    assert spec is not None and spec.loader is not None
+    dev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dev)
+    return dev
 
 
 def dev_environment() -> dict[str, str]:
