@@ -154,12 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--writer-priority",
         choices=WRITER_PRIORITIES,
-        default="normal",
-        help="where the telemetry writer thread may use more than one CPU, low: it runs at a "
-        f"nice value {LOW_NICE} above the process's, so the event loop waking on its CPU "
-        "preempts it sooner; idle: under SCHED_IDLE, so it never holds a CPU the loop wakes on "
-        "(fewer read pauses in a burst, fewer rows/s flat out); normal: leave it as it starts "
-        "(default normal)",
+        default="yield",
+        help="how the telemetry writer thread leaves the event loop its CPU; yield: it writes "
+        "in slices and waits while the loop's thread is runnable, as long as few rows are "
+        f"queued; low: it runs at a nice value {LOW_NICE} above the process's; idle: under "
+        "SCHED_IDLE (low and idle only where it may use more than one CPU: fewer rows/s flat "
+        "out); normal: none of these (default yield)",
     )
     serve.add_argument(
         "--read-between-batches",

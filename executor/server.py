@@ -92,7 +92,7 @@ class ServerConfig:
     grace_s: float = DEFAULT_GRACE_S
     telemetry_capacity: int = CHANNEL_CAPACITY
     telemetry_linger_s: float = BATCH_LINGER_S
-    writer_priority: WriterPriority = "normal"
+    writer_priority: WriterPriority = "yield"
     """``--writer-priority``: ``low``/``idle`` let the telemetry writer thread give way."""
     read_between_batches: bool = False
     """``--read-between-batches``: each connection reads between the batches of one read."""

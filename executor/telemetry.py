@@ -204,7 +204,7 @@ async def serve_telemetry(
     require_writable: bool = False,
     intent_journal: bool = False,
     share_group: int | None = None,
-    writer_priority: WriterPriority = "normal",
+    writer_priority: WriterPriority = "yield",
     task_status: trio.TaskStatus[Telemetry] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Open the database, hand back a :class:`Telemetry`, and write rows until it is closed.
@@ -218,8 +218,9 @@ async def serve_telemetry(
     ``intent_journal`` (an executor with an exchange) replays the intent journal an earlier run
     left into the database, then opens it empty for :meth:`Telemetry.record_intent`. A database
     this call creates is its owner's alone (0600), or ``share_group``'s too (0660; the socket's
-    ``--socket-group``, for a poller of another user). ``writer_priority`` ``low`` or ``idle``
-    (``serve --writer-priority``) lets the writer thread give way to the loop's
+    ``--socket-group``, for a poller of another user). ``writer_priority`` (``serve
+    --writer-priority``) is how the writer thread gives way to the loop's: ``yield``, the default,
+    by itself (``executor.recording.writer_yield``), ``low`` or ``idle`` by the kernel
     (``executor.runtime.thread_priority``).
 
     Raises:

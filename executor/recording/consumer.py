@@ -31,6 +31,7 @@ trail's state, its transitions and the owed rows).
 from __future__ import annotations
 
 import functools
+import math
 import queue
 import sqlite3
 import time
@@ -47,7 +48,13 @@ from executor.recording.counting.counters import TelemetryCounters
 from executor.recording.database import close_database
 from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow, TelemetryRow, row_fields
 from executor.recording.sqlite_writer import BatchOutcome, write_batch
+from executor.recording.writer_yield import (
+    YIELD_BELOW_SHARE,
+    YIELD_BELOW_UNBOUNDED_ROWS,
+    BatchYield,
+)
 from executor.runtime import thread_priority
+from executor.runtime.loop_watch import LoopWatch
 from executor.runtime.thread_priority import WriterPriority
 
 BATCH_MAX_ROWS: Final = 500
@@ -76,6 +83,14 @@ _MAX_BYTES_PER_CHAR: Final = 4
 """UTF-8 encodes a code point in at most 4 bytes, so short ids need no encoding to be checked."""
 
 logger = structlog.get_logger()
+
+
+def _yield_below(capacity: float) -> int:
+    """The backlog (rows) from which the writer stops yielding: a share of a bounded channel's
+    capacity; ``YIELD_BELOW_UNBOUNDED_ROWS`` for an unbounded one."""
+    if math.isinf(capacity):
+        return YIELD_BELOW_UNBOUNDED_ROWS
+    return max(1, int(capacity) // YIELD_BELOW_SHARE)
 
 
 def _is_oversized(correlation_id: str) -> bool:
@@ -188,7 +203,7 @@ class TelemetryConsumer:
         closed: trio.Event | None = None,
         observe: Callable[[TelemetryRow], None] | None = None,
         trail: AuditTrailState | None = None,
-        writer_priority: WriterPriority = "normal",
+        writer_priority: WriterPriority = "yield",
     ) -> None:
         self._receive = receive
         self._connection = connection
@@ -221,16 +236,42 @@ class TelemetryConsumer:
             self._count(outcome)
             in_flight.release()
 
+        # The writer looks at this (the loop's) thread while its backlog is small
+        # (executor.recording.writer_yield); None: it never yields.
+        watch = LoopWatch.of_current_thread() if self._writer_priority == "yield" else None
+        statistics = self._receive.statistics
+        below = _yield_below(statistics().max_buffer_size)
+
+        def backlog() -> int:  # read from the writer thread: one length, no lock, no await
+            return statistics().current_buffer_used
+
         def write_batches() -> None:  # the writer thread
             # It gives way to the loop's thread on a shared CPU (executor.runtime.thread_priority).
             lowered = thread_priority.give_way(self._writer_priority)
             try:
                 while (rows := jobs.get()) is not None:
-                    token.run_sync_soon(counted, write_batch(self._connection, rows))
+                    between: BatchYield | None = None
+                    if watch is not None:
+                        between = BatchYield(watch, backlog, below)
+                        if not between.worth_slicing():
+                            between = None
+                    token.run_sync_soon(counted, write_batch(self._connection, rows, between))
             finally:
                 if lowered:
                     thread_priority.restore(self._writer_priority)
 
+        try:
+            await self._run_with_writer(jobs, in_flight, write_batches)
+        finally:
+            if watch is not None:
+                watch.close()
+
+    async def _run_with_writer(
+        self,
+        jobs: queue.SimpleQueue[list[TelemetryRow] | None],
+        in_flight: trio.Semaphore,
+        write_batches: Callable[[], None],
+    ) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(
                 functools.partial(trio.to_thread.run_sync, write_batches, limiter=self._limiter)

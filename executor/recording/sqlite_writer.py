@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, cast
 
@@ -33,6 +34,7 @@ from executor.recording.rows import (
     order_values,
 )
 from executor.recording.schema import EXECUTOR_HEARTBEATS_SCHEMA
+from executor.recording.writer_yield import YIELD_SLICE_ROWS
 
 ROW_RETRY_BUDGET_S: Final = 10.0
 """Longest a failed batch's row-by-row retry may run (seconds). A locked database makes every row
@@ -141,15 +143,28 @@ def _rows_json(rows: list[LatencyRow]) -> str:
         raise ValueError(f"latency row not encodable: {error}") from None
 
 
-def _insert_rows(connection: sqlite3.Connection, rows: list[LatencyRow], now_ms: int) -> None:
-    """Insert ``rows`` in the caller's transaction, parents first, as two statements.
+def _insert_rows(
+    connection: sqlite3.Connection,
+    rows: list[LatencyRow],
+    now_ms: int,
+    between: Callable[[], None] | None = None,
+) -> None:
+    """Insert ``rows`` in the caller's transaction, parents first, as two statements; with
+    ``between``, as two statements per ``YIELD_SLICE_ROWS`` rows, calling it before each pair.
 
     Raises:
         ValueError: a row JSON cannot carry.
     """
-    text = _rows_json(rows)
-    connection.execute(_JSON_CORRELATIONS, (now_ms, text))
-    connection.execute(_JSON_EVENTS, (text,))
+    if between is None:
+        text = _rows_json(rows)
+        connection.execute(_JSON_CORRELATIONS, (now_ms, text))
+        connection.execute(_JSON_EVENTS, (text,))
+        return
+    for start in range(0, len(rows), YIELD_SLICE_ROWS):
+        between()
+        text = _rows_json(rows[start : start + YIELD_SLICE_ROWS])
+        connection.execute(_JSON_CORRELATIONS, (now_ms, text))
+        connection.execute(_JSON_EVENTS, (text,))
 
 
 def _write_order(connection: sqlite3.Connection, row: OrderRow, now_ms: int) -> None:
@@ -177,7 +192,10 @@ def _write_heartbeat(connection: sqlite3.Connection, row: HeartbeatRow) -> None:
 
 
 def _write_mixed(
-    connection: sqlite3.Connection, rows: list[TelemetryRow], now_ms: int
+    connection: sqlite3.Connection,
+    rows: list[TelemetryRow],
+    now_ms: int,
+    between: Callable[[], None] | None = None,
 ) -> tuple[int, int]:
     """Write ``rows`` in arrival order in the caller's transaction; return (orders, heartbeats).
 
@@ -190,7 +208,9 @@ def _write_mixed(
         if type(row) is LatencyRow:
             continue
         if run_start < index:
-            _insert_rows(connection, cast("list[LatencyRow]", rows[run_start:index]), now_ms)
+            _insert_rows(
+                connection, cast("list[LatencyRow]", rows[run_start:index]), now_ms, between
+            )
         if isinstance(row, OrderRow):
             _write_order(connection, row, now_ms)
             order_rows += 1
@@ -199,9 +219,9 @@ def _write_mixed(
             heartbeat_rows += 1
         run_start = index + 1
     if run_start == 0:
-        _insert_rows(connection, cast("list[LatencyRow]", rows), now_ms)
+        _insert_rows(connection, cast("list[LatencyRow]", rows), now_ms, between)
     elif run_start < len(rows):
-        _insert_rows(connection, cast("list[LatencyRow]", rows[run_start:]), now_ms)
+        _insert_rows(connection, cast("list[LatencyRow]", rows[run_start:]), now_ms, between)
     return order_rows, heartbeat_rows
 
 
@@ -223,12 +243,24 @@ class BatchOutcome:
     """The order rows committed, in batch order (the intent journal settles on them)."""
 
 
-def write_batch(connection: sqlite3.Connection, rows: list[TelemetryRow]) -> BatchOutcome:
-    """Commit ``rows`` as one transaction; on failure, roll back and retry them one by one."""
+def write_batch(
+    connection: sqlite3.Connection,
+    rows: list[TelemetryRow],
+    between: Callable[[], None] | None = None,
+) -> BatchOutcome:
+    """Commit ``rows`` as one transaction; on failure, roll back and retry them one by one.
+
+    With ``between`` (the writer giving way to the loop: ``executor.recording.writer_yield``), it
+    is called before the transaction begins and before each slice of ``YIELD_SLICE_ROWS`` latency
+    rows; the transaction, its rows and its outcome are the same. The row-by-row retry does not
+    call it.
+    """
     now_ms = wall_ms()
     try:
+        if between is not None:
+            between()
         connection.execute("BEGIN IMMEDIATE")
-        order_rows, heartbeat_rows = _write_mixed(connection, rows, now_ms)
+        order_rows, heartbeat_rows = _write_mixed(connection, rows, now_ms, between)
         connection.execute("COMMIT")
     except WRITE_ERRORS:
         rollback_quietly(connection)

@@ -33,9 +33,10 @@ from typing import Final, Literal, get_args
 
 import structlog
 
-WriterPriority = Literal["low", "idle", "normal"]
-"""``low``: nice ``LOW_NICE``; ``idle``: ``SCHED_IDLE`` (:func:`give_way`); ``normal``: left
-alone."""
+WriterPriority = Literal["yield", "low", "idle", "normal"]
+"""``yield``: left alone here, the writer yields to the loop itself while its backlog is small
+(``executor.recording.writer_yield``); ``low``: nice ``LOW_NICE``; ``idle``: ``SCHED_IDLE``
+(:func:`give_way`); ``normal``: left alone."""
 
 WRITER_PRIORITIES: Final[tuple[WriterPriority, ...]] = get_args(WriterPriority)
 
@@ -51,7 +52,7 @@ logger = structlog.get_logger()
 def give_way(priority: WriterPriority = "idle") -> bool:
     """Lower the calling thread (``priority``: ``low`` or ``idle``) when it may run on more than
     one CPU; True when it did. Where it cannot be done or is refused, log why and return False."""
-    if priority == "normal":
+    if priority in ("normal", "yield"):
         return False
     if priority == "idle" and not hasattr(os, "SCHED_IDLE"):
         return _unchanged("no SCHED_IDLE on this platform")

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,11 +37,16 @@ class GatedWriter:
         self.gate = threading.Event()
         self.sizes: list[int] = []
 
-    def __call__(self, connection: sqlite3.Connection, rows: list[TelemetryRow]) -> BatchOutcome:
+    def __call__(
+        self,
+        connection: sqlite3.Connection,
+        rows: list[TelemetryRow],
+        between: Callable[[], None] | None = None,
+    ) -> BatchOutcome:
         self.sizes.append(len(rows))
         self.entered.set()
         assert self.gate.wait(GATE_TIMEOUT_S), "the test never opened the gate"
-        return write_batch(connection, rows)
+        return write_batch(connection, rows, between)
 
 
 def burst_row(index: int) -> LatencyRow:
