@@ -35,13 +35,8 @@ YIELD_SLICE_ROWS: Final = 64
 row, the longest the loop waits on the writer's CPU for the writer to look."""
 
 YIELD_NAP_S: Final = 0.0003
-"""The writer's first sleep while the loop's thread is runnable (seconds); each one after it in
-the same wait is twice as long, up to ``YIELD_NAP_MAX_S``. Each look at the loop costs the writer
-~1.3 µs and the GIL twice, which a busy loop feels: a loop still busy after one nap is in a burst
-or an order, and is looked at less often."""
-
-YIELD_NAP_MAX_S: Final = 0.0024
-"""The longest of those sleeps (seconds)."""
+"""One sleep of the writer while the loop's thread is runnable (seconds): each look at the loop
+costs the writer ~1.3 µs, and the loop's CPU a wake-up when they share one."""
 
 YIELD_BUDGET_S: Final = 0.05
 """The most a batch waits on the loop in all (seconds): a loop busy for longer than a burst
@@ -74,7 +69,6 @@ class BatchYield:
         *,
         budget_s: float = YIELD_BUDGET_S,
         nap_s: float = YIELD_NAP_S,
-        nap_max_s: float = YIELD_NAP_MAX_S,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -83,7 +77,6 @@ class BatchYield:
         self._below = below
         self._budget_s = budget_s
         self._nap_s = nap_s
-        self._nap_max_s = nap_max_s
         self._clock = clock
         self._sleep = sleep
         self._deadline: float | None = None
@@ -96,15 +89,13 @@ class BatchYield:
         return self._backlog() < self._below
 
     def __call__(self) -> None:
-        nap = self._nap_s
         while self._backlog() < self._below and self._watch.runnable():
             now = self._clock()
             if self._deadline is None:
                 self._deadline = now + self._budget_s
             elif now >= self._deadline:
                 return
-            self._sleep(nap)
-            nap = min(2 * nap, self._nap_max_s)
+            self._sleep(self._nap_s)
             self.waited_s += self._clock() - now
 
 
@@ -112,7 +103,6 @@ __all__ = [
     "YIELD_BELOW_SHARE",
     "YIELD_BELOW_UNBOUNDED_ROWS",
     "YIELD_BUDGET_S",
-    "YIELD_NAP_MAX_S",
     "YIELD_NAP_S",
     "YIELD_SLICE_ROWS",
     "BatchYield",
