@@ -178,7 +178,12 @@ def _patch_chunked_rows() -> None:
         for size in _CHUNK_ROWS
     }
 
-    def insert_rows(connection: sqlite3.Connection, rows: list[LatencyRow], now_ms: int) -> None:
+    def insert_rows(
+        connection: sqlite3.Connection,
+        rows: list[LatencyRow],
+        now_ms: int,
+        between: Callable[[], None] | None = None,  # the old writer never yielded
+    ) -> None:
         start = 0
         for size in _CHUNK_ROWS:
             while len(rows) - start >= size:

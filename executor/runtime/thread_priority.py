@@ -1,6 +1,8 @@
-"""The SQLite writer thread gives way to the event loop's thread on a shared CPU (issue 34;
-``executor serve --writer-priority low|idle``, both off by default: each cost one connection flat
-out more than 5% of its rows/s unpinned, ``low`` 0.93-0.94x, docs/performance/notebook/ 2026-12-06).
+"""The SQLite writer thread gives way to the event loop's thread on a shared CPU by the kernel's
+priorities (issue 34; ``executor serve --writer-priority low|idle``, both opt-in: each cost one
+connection flat out more than 5% of its rows/s unpinned, ``low`` 0.93-0.94x, and neither acts
+where the whole process has one CPU; docs/performance/notebook/ 2026-12-06). The default,
+``yield``, changes no priority: the writer yields by itself (``executor.recording.writer_yield``).
 
 On Linux the kernel's fair scheduler lets a running thread keep its CPU for up to a tick (4 ms at
 ``HZ=250``) when another thread of the same weight wakes on it: measured in the reference burst,
