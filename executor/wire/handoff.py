@@ -154,16 +154,6 @@ class FireHandoff:
             start_fire(wake_message_of(decoded), stamp_ns, done_ns)
 
 
-_NOTHING_READ: Final = (
-    BlockingIOError,
-    BrokenPipeError,
-    ConnectionResetError,
-    ConnectionAbortedError,
-)
-"""What a non-blocking look at a socket may raise that leaves nothing to handle now (nothing
-waiting, or a peer gone: the connection's next read sees that again)."""
-
-
 class ReadBuffer(Protocol):
     """What :func:`frame_waiting` reads of a connection (``executor.wire.connection.Connection``):
     its socket and its receive buffer, unconsumed bytes from ``start`` to ``end``."""
@@ -205,38 +195,18 @@ def another_connection_waiting(connections: Iterable[Peer], this: Peer) -> bool:
 
 def frame_waiting(connection: ReadBuffer) -> bool:
     """Whether a whole frame can be handled now: buffered, or in the kernel (one non-blocking
-    ``recv`` into the connection's buffer reads what it has). When the buffer has no room left
-    behind a frame cut at its end, bytes still waiting in the kernel count as a frame waiting
-    (one ``recv`` with ``MSG_PEEK`` of one byte asks, copying nothing): the connection's next
-    read makes room and takes them, where starting every held shadow first would leave them
-    there (issue 34). An end of stream or a reset is left for the connection's next read, which
-    sees it again."""
+    ``recv`` into the connection's buffer reads what it has). An end of stream or a reset is left
+    for the connection's next read, which sees it again."""
     if _frame_buffered(connection):
         return True
     if connection.start == connection.end:
         connection.start = connection.end = 0
-    room = connection.view[connection.end :]
-    if room:
-        try:
-            received = connection.sock.recv_into(room)
-        except _NOTHING_READ:
-            return False
-        connection.end += received
-        if received == 0:
-            return False  # an end of stream
-        if _frame_buffered(connection):
-            return True
-        if connection.end < len(connection.view):
-            return False  # the rest of the frame has not arrived
-    return _bytes_in_kernel(connection.sock)
-
-
-def _bytes_in_kernel(sock: socket.socket) -> bool:
-    """Whether the socket holds bytes not read yet (an end of stream or a reset: False)."""
     try:
-        return bool(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
-    except _NOTHING_READ:
+        received = connection.sock.recv_into(connection.view[connection.end :])
+    except (BlockingIOError, BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
         return False
+    connection.end += received
+    return received > 0 and _frame_buffered(connection)
 
 
 def _frame_buffered(connection: ReadBuffer) -> bool:
