@@ -133,8 +133,12 @@ def commits_probed(
     """The writer thread's batches, the one committing the fill's row stamped (the consumer's
     ``write_batch`` replaced while the context lasts)."""
 
-    def probed(connection: sqlite3.Connection, rows: list[TelemetryRow]) -> BatchOutcome:
-        outcome = write_batch(connection, rows)
+    def probed(
+        connection: sqlite3.Connection,
+        rows: list[TelemetryRow],
+        between: Callable[[], None] | None = None,
+    ) -> BatchOutcome:
+        outcome = write_batch(connection, rows, between)
         now = time.perf_counter_ns()
         for row in outcome.order_rows_committed:
             if row.client_order_id == probe.client_order_id and row.status is OrderStatus.FILLED:
