@@ -84,12 +84,6 @@ TOP_UP_ROOM: Final = 16 * 1024
 the buffer's front (bytes): about 40 small frames' room, so a top-up is worth its system call,
 and a move (a ``memmove`` of at most the buffer) is rare."""
 
-TOP_UP_AFTER_NS: Final = 500_000
-"""How long the loop may work through the frames of earlier reads before it reads again (ns):
-before a batch, when this long has passed since its last read, it tops the buffer up
-(``Connection.top_up``) whether or not ``reads_between_batches`` asks for it every batch. A batch
-takes up to a few hundred µs, so no read waits much over a millisecond (issue 34)."""
-
 FRAME_READ_TIMEOUT_S: Final = 5.0
 """Longest a frame may take from its first byte to its last (seconds): a poller writes a wake in
 one send, so a frame incomplete for seconds is a stuck peer holding a connection task. Far beyond
@@ -109,7 +103,6 @@ class Connection:
     def __init__(self, sock: socket.socket, *, reads_between_batches: bool = False) -> None:
         self.sock = sock
         self.reads_between_batches = reads_between_batches  # top_up before each batch
-        self.read_ns = 0  # perf_counter_ns when a read of this connection last returned
         self.buffer = bytearray(RECEIVE_BUFFER_BYTES)
         self.view = memoryview(self.buffer)
         self.start = 0  # first unconsumed byte
@@ -130,7 +123,6 @@ class Connection:
         while self.end - self.start < size:
             try:
                 received = self.sock.recv_into(self.view[self.end :])
-                self.read_ns = time.perf_counter_ns()
             except BlockingIOError:
                 self.waited = True
                 if self.end == self.start:
@@ -167,8 +159,6 @@ class Connection:
             self.end += self.sock.recv_into(self.view[self.end :])
         except (BlockingIOError, *PEER_GONE_ERRORS):
             return
-        finally:
-            self.read_ns = time.perf_counter_ns()
 
     def make_room(self, size: int) -> None:
         """Let the buffer take ``size`` unconsumed bytes from ``start``: back to the front when
@@ -273,10 +263,7 @@ async def _serve_batches(
         connection.frame_deadline = None
         if stopping.is_set():
             return "shutdown"
-        if (
-            connection.reads_between_batches
-            or time.perf_counter_ns() - connection.read_ns >= TOP_UP_AFTER_NS
-        ):
+        if connection.reads_between_batches:
             connection.top_up()  # frames left from the last read: the kernel's bytes join them
         connection.idle = True
         try:

@@ -1,9 +1,9 @@
-"""The connection loop reads between batches (issue 34): what the kernel holds joins the buffer
-before a batch, while frames from the last read are still buffered, once ``TOP_UP_AFTER_NS`` has
-passed since the loop's last read, and before every batch when asked (``--read-between-batches``).
+"""The connection loop reads between batches when asked (issue 34, ``--read-between-batches``):
+what the kernel holds joins the buffer before each batch after the first, while frames from the
+last read are still buffered; by default it does not.
 
 Over real socket pairs; nothing here is timed: the kernel's queue is read with ``FIONREAD`` at the
-moment a fire starts, and the gap is set far above or below what a fire's deliberate sleep takes.
+moment a fire starts.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import fcntl
 import os
 import socket
 import termios
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
@@ -21,7 +20,6 @@ from typing import cast
 import pytest
 import trio
 
-import executor.wire.connection
 from executor.telemetry import Telemetry
 from executor.wire.connection import (
     RECEIVE_BUFFER_BYTES,
@@ -120,10 +118,7 @@ async def test_top_up_with_nothing_in_the_kernel_or_a_gone_peer_changes_nothing(
 
 
 async def serve_three_real_wakes(
-    pair: tuple[socket.socket, socket.socket],
-    *,
-    reads_between_batches: bool,
-    first_fire_sleeps_s: float = 0.0,
+    pair: tuple[socket.socket, socket.socket], *, reads_between_batches: bool
 ) -> tuple[list[str], list[int]]:
     """Two real wakes read at once (each real wake is a batch of its own), a third written while
     the first fires: the fires, and the bytes the kernel held for the executor at each."""
@@ -137,7 +132,6 @@ async def serve_three_real_wakes(
         queued_at_fire.append(queued(ours))
         if message.correlation_id == "r1":
             peer.sendall(frame("r3"))
-            time.sleep(first_fire_sleeps_s)
         elif message.correlation_id == "r3":
             peer.shutdown(socket.SHUT_WR)
 
@@ -163,28 +157,13 @@ async def test_the_loop_reads_what_arrived_before_handling_the_next_buffered_fra
     assert queued_at_fire == [0, 0, 0]
 
 
-async def test_before_the_gap_passes_the_loop_reads_only_once_the_buffer_is_worked_through(
-    pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch
+async def test_by_default_the_loop_reads_only_once_the_buffer_is_worked_through(
+    pair: tuple[socket.socket, socket.socket],
 ) -> None:
-    """Not asked, and the gap (a minute here) not passed: the third wake waits in the kernel while
-    the second, already buffered, fires."""
-    monkeypatch.setattr(executor.wire.connection, "TOP_UP_AFTER_NS", 60 * 10**9)
+    """The default: the third wake waits in the kernel while the second, already buffered, fires."""
     fired, queued_at_fire = await serve_three_real_wakes(pair, reads_between_batches=False)
     assert fired == ["r1", "r2", "r3"]
     assert queued_at_fire == [0, len(frame("r3")), 0]
-
-
-async def test_once_the_gap_passes_the_loop_reads_before_the_next_batch(
-    pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Not asked, but the first fire takes longer than the gap (1 ms here, the fire 20 ms): the
-    third wake has left the kernel by the time the second fires."""
-    monkeypatch.setattr(executor.wire.connection, "TOP_UP_AFTER_NS", 10**6)
-    fired, queued_at_fire = await serve_three_real_wakes(
-        pair, reads_between_batches=False, first_fire_sleeps_s=0.02
-    )
-    assert fired == ["r1", "r2", "r3"]
-    assert queued_at_fire == [0, 0, 0]
 
 
 def trio_telemetry() -> Telemetry:
