@@ -62,6 +62,7 @@ from executor.recording.rows import (
     wake_recv_row,
 )
 from executor.recording.schema import REFERENCE_USER_VERSION
+from executor.recording.writer_yield import yield_below
 from executor.runtime.thread_priority import WriterPriority
 
 CHANNEL_CAPACITY: Final = 8192
@@ -86,7 +87,7 @@ logger = structlog.get_logger()
 class Telemetry:
     """The producer side of the telemetry channel, handed to the server."""
 
-    __slots__ = ("_closed", "_counters", "_journal", "_send", "audit_trail")
+    __slots__ = ("_closed", "_counters", "_journal", "_keeping_up_below", "_send", "audit_trail")
 
     def __init__(
         self,
@@ -96,6 +97,7 @@ class Telemetry:
         audit_trail: AuditTrailState | None = None,
     ) -> None:
         self._send = send
+        self._keeping_up_below = yield_below(send.statistics().max_buffer_size)
         self._counters = counters
         self._closed = closed
         self.audit_trail = audit_trail or AuditTrailState(counters, Path("telemetry"))
@@ -185,6 +187,13 @@ class Telemetry:
     def audit_available(self) -> bool:
         """False while order rows cannot be written (the decision refuses real fires then)."""
         return self._counters.audit_available
+
+    def writer_keeping_up(self) -> bool:
+        """True while the rows waiting in the channel are fewer than the backlog at which the
+        writer stops yielding to the loop: a burst, not a flood
+        (``executor.recording.writer_yield``). One length read; the connection loop asks it
+        before reading between batches."""
+        return self._send.statistics().current_buffer_used < self._keeping_up_below
 
     def statistics(self) -> TelemetryStatistics:
         """The counters now, and how many rows wait in the channel."""

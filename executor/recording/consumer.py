@@ -31,7 +31,6 @@ trail's state, its transitions and the owed rows).
 from __future__ import annotations
 
 import functools
-import math
 import queue
 import sqlite3
 import time
@@ -48,11 +47,7 @@ from executor.recording.counting.counters import TelemetryCounters
 from executor.recording.database import close_database
 from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow, TelemetryRow, row_fields
 from executor.recording.sqlite_writer import BatchOutcome, write_batch
-from executor.recording.writer_yield import (
-    YIELD_BELOW_SHARE,
-    YIELD_BELOW_UNBOUNDED_ROWS,
-    BatchYield,
-)
+from executor.recording.writer_yield import BatchYield, yield_below
 from executor.runtime import thread_priority
 from executor.runtime.loop_watch import LoopWatch
 from executor.runtime.thread_priority import WriterPriority
@@ -83,14 +78,6 @@ _MAX_BYTES_PER_CHAR: Final = 4
 """UTF-8 encodes a code point in at most 4 bytes, so short ids need no encoding to be checked."""
 
 logger = structlog.get_logger()
-
-
-def _yield_below(capacity: float) -> int:
-    """The backlog (rows) from which the writer stops yielding: a share of a bounded channel's
-    capacity; ``YIELD_BELOW_UNBOUNDED_ROWS`` for an unbounded one."""
-    if math.isinf(capacity):
-        return YIELD_BELOW_UNBOUNDED_ROWS
-    return max(1, int(capacity) // YIELD_BELOW_SHARE)
 
 
 def _is_oversized(correlation_id: str) -> bool:
@@ -240,7 +227,7 @@ class TelemetryConsumer:
         # (executor.recording.writer_yield); None: it never yields.
         watch = LoopWatch.of_current_thread() if self._writer_priority == "yield" else None
         statistics = self._receive.statistics
-        below = _yield_below(statistics().max_buffer_size)
+        below = yield_below(statistics().max_buffer_size)
 
         def backlog() -> int:  # read from the writer thread: one length, no lock, no await
             return statistics().current_buffer_used

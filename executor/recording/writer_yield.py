@@ -32,6 +32,7 @@ Cancellation: nothing here awaits; everything runs in the writer thread.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Final, Protocol
@@ -55,6 +56,14 @@ not dropped."""
 
 YIELD_BELOW_UNBOUNDED_ROWS: Final = 2048
 """The same bound for an unbounded channel (rows): a quarter of the service's 8,192."""
+
+
+def yield_below(capacity: float) -> int:
+    """The backlog (rows) from which the writer stops yielding: a share of a bounded channel's
+    capacity; ``YIELD_BELOW_UNBOUNDED_ROWS`` for an unbounded one."""
+    if math.isinf(capacity):
+        return YIELD_BELOW_UNBOUNDED_ROWS
+    return max(1, int(capacity) // YIELD_BELOW_SHARE)
 
 
 class ThreadWatch(Protocol):
@@ -110,4 +119,5 @@ __all__ = [
     "YIELD_SLICE_ROWS",
     "BatchYield",
     "ThreadWatch",
+    "yield_below",
 ]

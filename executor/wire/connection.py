@@ -25,16 +25,18 @@ ack never has its ack held. Acks always leave in frame order. An ack the kernel 
 whole ends the batch: the task waits for writability to send the rest, and the frames behind it
 stay buffered for the next batch.
 
-**Reading between batches** (issue 34, ``executor serve --read-between-batches``; off by
-default). One read takes whatever the kernel holds, up to the buffer (~300 small frames after a
-stall); working through them takes several batches. With ``Connection.reads_between_batches``,
-before each batch after the first, while unconsumed bytes remain, the loop takes what the kernel
-holds into the buffer's free room (``Connection.top_up``: one non-blocking ``recv``), so the
-peer's socket empties at the pace the frames arrive, not once per buffer: a poller that waits for
-its writes to drain never sees a full socket while the executor works through what it already
-read (a full buffer's worth kept it from reading for 1-8 ms: docs/performance/notebook/
-2026-12-06). Frames are still handled in order; only where the bytes wait changes. It cost one
-connection flat out 0.81-1.06x of its rows/s (median 0.91x, the same notebook), hence opt-in.
+**Reading between batches** (issue 34). One read takes whatever the kernel holds, up to the
+buffer (~300 small frames after a stall); working through them takes several batches. Before each
+batch after the first, while unconsumed bytes remain, the loop takes what the kernel holds into
+the buffer's free room (``Connection.top_up``: one non-blocking ``recv``), so the peer's socket
+empties at the pace the frames arrive, not once per buffer: a poller that waits for its writes to
+drain never sees a full socket while the executor works through what it already read (a full
+buffer's worth kept it from reading for 1-8 ms: docs/performance/notebook/ 2026-12-06). It does
+so while the telemetry writer keeps up (``Telemetry.writer_keeping_up``: a burst), and before
+every batch with ``Connection.reads_between_batches`` (``executor serve
+--read-between-batches``). Flat out, where the writer falls behind, reading more often cost one
+connection 17-20% of its rows/s (the same notebook): the rows are the writer's share of the CPUs.
+Frames are still handled in order; only where the bytes wait changes.
 
 The timed span (``wake_recv``) of a frame starts when its handling starts (its bytes are in the
 buffer: after the body read) and ends when the last byte of **its own** ack was handed to the
@@ -263,7 +265,9 @@ async def _serve_batches(
         connection.frame_deadline = None
         if stopping.is_set():
             return "shutdown"
-        if connection.reads_between_batches:
+        if connection.end != connection.start and (
+            connection.reads_between_batches or telemetry.writer_keeping_up()
+        ):
             connection.top_up()  # frames left from the last read: the kernel's bytes join them
         connection.idle = True
         try:

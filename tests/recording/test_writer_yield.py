@@ -344,3 +344,24 @@ async def test_the_consumer_yields_only_by_default_and_still_writes_every_row(
         assert watch.closed
     else:
         assert RecordingWatch.made == []
+
+
+# --- the loop's question: is the writer keeping up? ---
+
+
+async def test_the_writer_keeps_up_below_a_quarter_of_the_channel(tmp_path: Path) -> None:
+    """``Telemetry.writer_keeping_up`` is True while fewer rows than a quarter of the channel
+    wait in it, False from there on (rows recorded without a checkpoint stay queued, but for one
+    a waiting consumer may have taken)."""
+    async with trio.open_nursery() as nursery:
+        telemetry: Telemetry = await nursery.start(
+            functools.partial(serve_telemetry, tmp_path / "telemetry.db", capacity=40)
+        )
+        seen: list[tuple[int, bool]] = []
+        for row in rows_of(12, "k"):
+            telemetry.record(row)
+            seen.append((telemetry.statistics().queued, telemetry.writer_keeping_up()))
+        telemetry.close()
+    assert all(keeping_up == (queued < 40 // 4) for queued, keeping_up in seen)
+    assert {keeping_up for _, keeping_up in seen} == {True, False}
+    assert telemetry.statistics().rows_written == 12

@@ -83,10 +83,15 @@ def ack_ids(stream: bytes) -> list[str]:
 
 
 class RecordingTelemetry:
-    """Stands in for :class:`Telemetry`: keeps every row handed to ``record``."""
+    """Stands in for :class:`Telemetry`: keeps every row handed to ``record``; says the writer
+    keeps up only when told to (the loop then reads between batches)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keeping_up: bool = False) -> None:
         self.rows: list[LatencyRow] = []
+        self.keeping_up = keeping_up
+
+    def writer_keeping_up(self) -> bool:
+        return self.keeping_up
 
     def record(self, row: LatencyRow) -> None:
         self.rows.append(row)

@@ -1,6 +1,7 @@
-"""The connection loop reads between batches when asked (issue 34, ``--read-between-batches``):
-what the kernel holds joins the buffer before each batch after the first, while frames from the
-last read are still buffered; by default it does not.
+"""The connection loop reads between batches (issue 34): what the kernel holds joins the buffer
+before each batch after the first, while frames from the last read are still buffered, when the
+telemetry writer keeps up (a burst: ``Telemetry.writer_keeping_up``) or when asked
+(``--read-between-batches``); with the writer behind (a flood) and not asked, it does not.
 
 Over real socket pairs; nothing here is timed: the kernel's queue is read with ``FIONREAD`` at the
 moment a fire starts.
@@ -118,7 +119,10 @@ async def test_top_up_with_nothing_in_the_kernel_or_a_gone_peer_changes_nothing(
 
 
 async def serve_three_real_wakes(
-    pair: tuple[socket.socket, socket.socket], *, reads_between_batches: bool
+    pair: tuple[socket.socket, socket.socket],
+    *,
+    reads_between_batches: bool,
+    writer_keeping_up: bool = False,
 ) -> tuple[list[str], list[int]]:
     """Two real wakes read at once (each real wake is a batch of its own), a third written while
     the first fires: the fires, and the bytes the kernel held for the executor at each."""
@@ -139,7 +143,7 @@ async def serve_three_real_wakes(
         Connection(ours, reads_between_batches=reads_between_batches),
         counters=FrameCounters(),
         stats={"frames": 0, "accepted": 0, "rejected": 0},
-        telemetry=trio_telemetry(),
+        telemetry=cast(Telemetry, RecordingTelemetry(keeping_up=writer_keeping_up)),
         start_fire=start_fire,
         stopping=trio.Event(),
     )
@@ -157,18 +161,26 @@ async def test_the_loop_reads_what_arrived_before_handling_the_next_buffered_fra
     assert queued_at_fire == [0, 0, 0]
 
 
-async def test_by_default_the_loop_reads_only_once_the_buffer_is_worked_through(
+async def test_while_the_writer_keeps_up_the_loop_reads_between_batches_unasked(
     pair: tuple[socket.socket, socket.socket],
 ) -> None:
-    """The default: the third wake waits in the kernel while the second, already buffered, fires."""
+    """Not asked, the writer keeping up (a burst): the third wake has left the kernel by the time
+    the second fires."""
+    fired, queued_at_fire = await serve_three_real_wakes(
+        pair, reads_between_batches=False, writer_keeping_up=True
+    )
+    assert fired == ["r1", "r2", "r3"]
+    assert queued_at_fire == [0, 0, 0]
+
+
+async def test_with_the_writer_behind_the_loop_reads_only_once_the_buffer_is_worked_through(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    """Not asked, the writer behind (a flood): the third wake waits in the kernel while the
+    second, already buffered, fires."""
     fired, queued_at_fire = await serve_three_real_wakes(pair, reads_between_batches=False)
     assert fired == ["r1", "r2", "r3"]
     assert queued_at_fire == [0, len(frame("r3")), 0]
-
-
-def trio_telemetry() -> Telemetry:
-    """A telemetry that keeps the rows (``serve_frames`` only calls ``record``)."""
-    return cast(Telemetry, RecordingTelemetry())
 
 
 @pytest.mark.parametrize("asked", [True, False])
