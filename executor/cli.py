@@ -165,8 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--read-between-batches",
         action="store_true",
         help="while working through the frames of one read, take what the kernel holds before "
-        "each batch, so a poller's socket never fills behind them (fewer read pauses in a burst, "
-        "fewer rows/s flat out; default off)",
+        "every batch, even when the telemetry writer has fallen behind (by default only while "
+        "it keeps up: a burst, not a flood; fewer rows/s flat out)",
     )
     serve.add_argument(
         "--gc",

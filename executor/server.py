@@ -95,7 +95,8 @@ class ServerConfig:
     writer_priority: WriterPriority = "yield"
     """``--writer-priority``: ``low``/``idle`` let the telemetry writer thread give way."""
     read_between_batches: bool = False
-    """``--read-between-batches``: each connection reads between the batches of one read."""
+    """``--read-between-batches``: each connection reads between the batches of one read even
+    when the telemetry writer has fallen behind (by default only while it keeps up)."""
     handle_signals: bool = True
     order_path: OrderPathFactory | None = None
     """Builds the exchange fire path once telemetry is open (replaces ``fire_path``); None means

@@ -56,8 +56,8 @@ async def serve_connection(
         telemetry: where ``wake_recv`` rows go.
         start_fire: starts the fire of an acked wake; never blocks.
         stopping: set once shutdown has begun.
-        reads_between_batches: read between the batches of one read's frames
-            (``executor.wire.connection``).
+        reads_between_batches: read between the batches of one read's frames even when the
+            telemetry writer has fallen behind (``executor.wire.connection``).
 
     Cancellation: the close line says ``cancelled`` and the cancellation propagates.
     """
