@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import queue
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -223,9 +224,7 @@ class TelemetryConsumer:
             self._count(outcome)
             in_flight.release()
 
-        # The writer looks at this (the loop's) thread while its backlog is small
-        # (executor.recording.writer_yield); None: it never yields.
-        watch = LoopWatch.of_current_thread() if self._writer_priority == "yield" else None
+        loop_thread = threading.get_native_id()  # the writer yields to it while few rows wait
         statistics = self._receive.statistics
         below = yield_below(statistics().max_buffer_size)
 
@@ -233,7 +232,9 @@ class TelemetryConsumer:
             return statistics().current_buffer_used
 
         def write_batches() -> None:  # the writer thread
-            # It gives way to the loop's thread on a shared CPU (executor.runtime.thread_priority).
+            # It gives way to the loop's thread on a shared CPU: by itself (writer_yield) or by
+            # the kernel's priorities (thread_priority). No watch: it never yields.
+            watch = LoopWatch.of_thread(loop_thread) if self._writer_priority == "yield" else None
             lowered = thread_priority.give_way(self._writer_priority)
             try:
                 while (rows := jobs.get()) is not None:
@@ -244,21 +245,11 @@ class TelemetryConsumer:
                             between = None
                     token.run_sync_soon(counted, write_batch(self._connection, rows, between))
             finally:
+                if watch is not None:
+                    watch.close()
                 if lowered:
                     thread_priority.restore(self._writer_priority)
 
-        try:
-            await self._run_with_writer(jobs, in_flight, write_batches)
-        finally:
-            if watch is not None:
-                watch.close()
-
-    async def _run_with_writer(
-        self,
-        jobs: queue.SimpleQueue[list[TelemetryRow] | None],
-        in_flight: trio.Semaphore,
-        write_batches: Callable[[], None],
-    ) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(
                 functools.partial(trio.to_thread.run_sync, write_batches, limiter=self._limiter)

@@ -6,7 +6,7 @@ The telemetry writer thread asks this between slices of its SQLite work
 ``epoll_wait`` or on a lock is not. Reading it costs ~1.3 µs (one ``pread`` of an open file) and
 no lock the loop takes: the loop's thread is never woken, held or asked anything.
 
-Linux only: elsewhere (no ``/proc``) :meth:`LoopWatch.of_current_thread` returns None and the
+Linux only: elsewhere (no ``/proc``) :meth:`LoopWatch.of_thread` returns None and the
 writer never gives way.
 
 Cancellation: nothing here awaits.
@@ -32,13 +32,18 @@ class LoopWatch:
         self._fd: int | None = os.open(f"/proc/self/task/{native_id}/stat", os.O_RDONLY)
 
     @classmethod
-    def of_current_thread(cls) -> LoopWatch | None:
-        """A watch of the calling thread (call it on the loop's), or None where the kernel gives
-        no per-thread state."""
+    def of_thread(cls, native_id: int) -> LoopWatch | None:
+        """A watch of the thread ``native_id`` (``threading.get_native_id()`` on it), or None
+        where the kernel gives no per-thread state."""
         try:
-            return cls(threading.get_native_id())
+            return cls(native_id)
         except OSError:
             return None
+
+    @classmethod
+    def of_current_thread(cls) -> LoopWatch | None:
+        """A watch of the calling thread, or None where the kernel gives no per-thread state."""
+        return cls.of_thread(threading.get_native_id())
 
     def runnable(self) -> bool:
         """True when the thread is running or waiting for a CPU; False when it sleeps, or once

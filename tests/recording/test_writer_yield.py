@@ -298,7 +298,7 @@ class RecordingWatch:
         self.closed = False
 
     @classmethod
-    def of_current_thread(cls) -> RecordingWatch:
+    def of_thread(cls, native_id: int) -> RecordingWatch:
         watch = cls()
         cls.made.append(watch)
         return watch
