@@ -6,7 +6,7 @@ size), waits up to ``BATCH_LINGER_S`` for more while the batch is not full (neve
 channel's close), and commits the batch as one transaction in a worker thread
 (``executor.recording.sqlite_writer``). Each row's outcome lands in the shared
 :class:`~executor.recording.counting.counters.TelemetryCounters`, and a write failure in a
-rate-limited log line.
+rate-limited log line (``executor.recording.write_failures``).
 
 Thread discipline: one ``sqlite3`` connection, opened with ``check_same_thread=False`` and used by
 one thread at a time, enforced with a ``CapacityLimiter(1)``. While :meth:`TelemetryConsumer.run`
@@ -34,9 +34,7 @@ import functools
 import queue
 import sqlite3
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Final
 
@@ -46,8 +44,9 @@ import trio
 from executor.recording.audit_trail import AuditTrailState
 from executor.recording.counting.counters import TelemetryCounters
 from executor.recording.database import close_database
-from executor.recording.rows import HeartbeatRow, LatencyRow, OrderRow, TelemetryRow, row_fields
+from executor.recording.rows import HeartbeatRow, LatencyRow, TelemetryRow, row_fields
 from executor.recording.sqlite_writer import BatchOutcome, write_batch
+from executor.recording.write_failures import FailureWarnings, OrderFailureLog
 from executor.recording.writer_yield import BatchYield, yield_below
 from executor.runtime import thread_priority
 from executor.runtime.loop_watch import LoopWatch
@@ -69,9 +68,6 @@ BATCHES_IN_FLIGHT: Final = 2
 waiting, so the next is ready the moment the writer finishes. More would only hold more rows
 outside the channel's count of queued rows."""
 
-WARNING_INTERVAL_S: Final = 10.0
-"""At most one write-failure warning per this many seconds; a broken disk must not flood the log."""
-
 MAX_CORRELATION_ID_BYTES: Final = 128
 """Longest correlation_id written (UTF-8 bytes); longer ids are dropped, never truncated."""
 
@@ -88,92 +84,6 @@ def _is_oversized(correlation_id: str) -> bool:
     # surrogatepass: an unencodable id is the writer's problem (counted there), not a crash here.
     encoded = correlation_id.encode("utf-8", "surrogatepass")
     return len(encoded) > MAX_CORRELATION_ID_BYTES
-
-
-class _Throttle:
-    """At most one line per ``WARNING_INTERVAL_S``; the occurrences held back in between are
-    counted and handed to the next line (a broken disk must not flood the log)."""
-
-    def __init__(self) -> None:
-        self._next_allowed = float("-inf")
-        self._suppressed = 0
-
-    def admit(self) -> int | None:
-        """The count held back since the last line when one may be logged now, else None."""
-        now = time.monotonic()
-        if now < self._next_allowed:
-            self._suppressed += 1
-            return None
-        self._next_allowed = now + WARNING_INTERVAL_S
-        return self.take_suppressed()
-
-    def take_suppressed(self) -> int:
-        """The count held back so far, which is reset."""
-        suppressed, self._suppressed = self._suppressed, 0
-        return suppressed
-
-
-class _FailureWarnings:
-    """Throttled warnings for latency rows the database refused."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = str(path)
-        self._throttle = _Throttle()
-
-    def row_dropped(self, correlation_id: str, error: str) -> None:
-        """Report one dropped row, or count it towards the next report."""
-        suppressed = self._throttle.admit()
-        if suppressed is not None:
-            logger.warning(
-                "telemetry row dropped: write failed",
-                path=self._path,
-                correlation_id=correlation_id,
-                error=error,
-                suppressed=suppressed,
-            )
-
-    def flush(self) -> None:
-        """Report the drops held back since the last warning, if any."""
-        suppressed = self._throttle.take_suppressed()
-        if suppressed:
-            logger.warning(
-                "telemetry rows dropped: write failed", path=self._path, suppressed=suppressed
-            )
-
-
-class _OrderFailureLog:
-    """Throttled ERROR lines, with the row, for order rows the database refused; throttled
-    warnings for heartbeats."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = str(path)
-        self._orders = _Throttle()
-        self._heartbeats = _Throttle()
-
-    def order_dropped(self, row: OrderRow, error: str) -> None:
-        """Report one dropped order row with its content, or count it towards the next report."""
-        suppressed = self._orders.admit()
-        if suppressed is not None:
-            logger.error(
-                "order row dropped: write failed",
-                path=self._path,
-                row=row_fields(row),
-                error=error,
-                suppressed=suppressed,
-            )
-
-    def heartbeat_dropped(self, row: HeartbeatRow, error: str) -> None:
-        """One warning per interval for heartbeats that could not be written."""
-        if self._heartbeats.admit() is not None:
-            logger.warning(
-                "heartbeat row dropped: write failed", path=self._path, row=asdict(row), error=error
-            )
-
-    def flush(self) -> None:
-        """Report the order drops held back since the last line, if any."""
-        suppressed = self._orders.take_suppressed()
-        if suppressed:
-            logger.error("order rows dropped: write failed", path=self._path, suppressed=suppressed)
 
 
 class TelemetryConsumer:
@@ -202,8 +112,8 @@ class TelemetryConsumer:
         self._linger_s = linger_s
         self._writer_priority = writer_priority
         self._closed = closed if closed is not None else trio.Event()
-        self._warnings = _FailureWarnings(path)
-        self._order_failures = _OrderFailureLog(path)
+        self._warnings = FailureWarnings(path)
+        self._order_failures = OrderFailureLog(path)
         self._observe = observe
         self.trail = trail if trail is not None else AuditTrailState(counters, path)
         self._held: list[TelemetryRow] = []
@@ -404,6 +314,5 @@ __all__ = [
     "BATCH_LINGER_S",
     "BATCH_MAX_ROWS",
     "MAX_CORRELATION_ID_BYTES",
-    "WARNING_INTERVAL_S",
     "TelemetryConsumer",
 ]
