@@ -93,10 +93,9 @@ class ServerConfig:
     telemetry_capacity: int = CHANNEL_CAPACITY
     telemetry_linger_s: float = BATCH_LINGER_S
     writer_priority: WriterPriority = "yield"
-    """``--writer-priority``: ``low``/``idle`` let the telemetry writer thread give way."""
+    """``--writer-priority``: how the telemetry writer thread leaves the loop its CPU."""
     read_between_batches: bool = False
-    """``--read-between-batches``: each connection reads between the batches of one read even
-    when the telemetry writer has fallen behind (by default only while it keeps up)."""
+    """``--read-between-batches``: read between batches even when the telemetry writer is behind."""
     handle_signals: bool = True
     order_path: OrderPathFactory | None = None
     """Builds the exchange fire path once telemetry is open (replaces ``fire_path``); None means

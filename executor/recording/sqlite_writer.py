@@ -156,15 +156,17 @@ def _insert_rows(
         ValueError: a row JSON cannot carry.
     """
     if between is None:
-        text = _rows_json(rows)
-        connection.execute(_JSON_CORRELATIONS, (now_ms, text))
-        connection.execute(_JSON_EVENTS, (text,))
+        _insert_slice(connection, rows, now_ms)
         return
     for start in range(0, len(rows), YIELD_SLICE_ROWS):
         between()
-        text = _rows_json(rows[start : start + YIELD_SLICE_ROWS])
-        connection.execute(_JSON_CORRELATIONS, (now_ms, text))
-        connection.execute(_JSON_EVENTS, (text,))
+        _insert_slice(connection, rows[start : start + YIELD_SLICE_ROWS], now_ms)
+
+
+def _insert_slice(connection: sqlite3.Connection, rows: list[LatencyRow], now_ms: int) -> None:
+    text = _rows_json(rows)
+    connection.execute(_JSON_CORRELATIONS, (now_ms, text))
+    connection.execute(_JSON_EVENTS, (text,))
 
 
 def _write_order(connection: sqlite3.Connection, row: OrderRow, now_ms: int) -> None:
