@@ -169,6 +169,13 @@ def build_parser() -> argparse.ArgumentParser:
         "it keeps up: a burst, not a flood; fewer rows/s flat out)",
     )
     serve.add_argument(
+        "--frame-spans",
+        action="store_true",
+        help="also record each accepted frame's own span (stage wake_frame: its read stamp to "
+        "its own ack encoded, without the later frames its ack was joined with, nor the send) "
+        "beside wake_recv; a second row per frame, for measuring",
+    )
+    serve.add_argument(
         "--gc",
         choices=GC_MODES,
         default="tuned",
@@ -306,6 +313,7 @@ def _serve(args: argparse.Namespace) -> int:
         gc_mode=args.gc,
         writer_priority=args.writer_priority,
         read_between_batches=args.read_between_batches,
+        frame_spans=args.frame_spans,
         keep_warm_s=args.keep_warm,
     )
     server = ExecutorServer(config)

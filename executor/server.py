@@ -96,6 +96,8 @@ class ServerConfig:
     """``--writer-priority``: how the telemetry writer thread leaves the loop its CPU."""
     read_between_batches: bool = False
     """``--read-between-batches``: read between batches even when the telemetry writer is behind."""
+    frame_spans: bool = False
+    """``--frame-spans``: a ``wake_frame`` row per frame beside ``wake_recv`` (its own work)."""
     handle_signals: bool = True
     order_path: OrderPathFactory | None = None
     """Builds the exchange fire path once telemetry is open (replaces ``fire_path``); None means
@@ -349,6 +351,7 @@ class ExecutorServer:
                 start_fire=self._start_fire,
                 stopping=self._stopping,
                 reads_between_batches=self.config.read_between_batches,
+                frame_spans=self.config.frame_spans,
             )
         finally:
             counters.connections_open -= 1

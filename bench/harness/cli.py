@@ -50,7 +50,9 @@ Latency benchmark of wake executors, each started as its own process with
 other processes, one frame at a time (the next frame waits for the previous ack).
 
 Spans (microseconds): wake_recv (executor: body read returned -> ack write returned,
-read from its own latency_events rows), roundtrip (blocking client: before the write
+read from its own latency_events rows; with its acks joined, the later frames' work and
+the joined send too), wake_frame (an executor started with --frame-spans: body read
+returned -> its own ack encoded, no send), roundtrip (blocking client: before the write
 -> whole ack read), wake_send (poller: sent_at_ns before enqueue -> write/drain
 returned; never waits for the ack), decode, encode_ack, sign (in-process loops).
 

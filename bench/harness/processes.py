@@ -28,9 +28,7 @@ POLL_INTERVAL_S: Final = 0.02
 """Sleep between connect or row-count polls (s); harness-side only, never inside a span."""
 
 COUNT_WAKE_RECV: Final = "SELECT count(*) FROM latency_events WHERE stage = 'wake_recv'"
-SELECT_WAKE_RECV: Final = (
-    "SELECT duration_ms FROM latency_events WHERE stage = 'wake_recv' ORDER BY id"
-)
+SELECT_SPAN: Final = "SELECT duration_ms FROM latency_events WHERE stage = ? ORDER BY id"
 
 
 class BenchError(RuntimeError):
@@ -133,10 +131,12 @@ def wait_for_rows(database_path: str, expected: int, timeout: float) -> int:
         time.sleep(POLL_INTERVAL_S)
 
 
-def read_wake_recv_us(database_path: str) -> list[float]:
-    """Every ``wake_recv`` duration in microseconds, in row order."""
+def read_wake_recv_us(database_path: str, stage: str = "wake_recv") -> list[float]:
+    """Every ``wake_recv`` duration in microseconds, in row order (or every duration of
+    ``stage``: ``wake_frame``, the frame's own span an executor started with
+    ``--frame-spans`` writes; none from one that does not)."""
     with contextlib.closing(sqlite3.connect(database_path, timeout=5.0)) as connection:
-        rows = connection.execute(SELECT_WAKE_RECV).fetchall()
+        rows = connection.execute(SELECT_SPAN, (stage,)).fetchall()
     return [float(row[0]) * 1000.0 for row in rows]
 
 

@@ -128,12 +128,17 @@ def run_configuration(
                 f" {executor.stderr_text.strip()[-400:]}"
             )
         inside = read_wake_recv_us(database_path)
+        own = read_wake_recv_us(database_path, "wake_frame")
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     if len(inside) != delivered:
         raise BenchError(f"{len(inside)} wake_recv rows for {delivered} frames after shutdown")
+    if own and len(own) != delivered:
+        raise BenchError(f"{len(own)} wake_frame rows for {delivered} frames after shutdown")
+    frame_series = [Series(run, spec.name, client, "wake_frame", warmup, tuple(own[warmup:]))]
     return [
         Series(run, spec.name, client, "wake_recv", warmup, tuple(inside[warmup:])),
+        *(frame_series if own else []),
         Series(
             run,
             spec.name,

@@ -37,6 +37,9 @@ class Stage(enum.StrEnum):
     """[ours] the ``wire`` stamp -> the order response's ``ts_ms`` (the matching engine's clock)."""
     ENGINE_ACK = "engine_ack"
     """[ours] the order response's ``ts_ms`` -> the ``ack`` stamp (the engine's clock to ours)."""
+    WAKE_FRAME = "wake_frame"
+    """[ours] a frame's own work: its stamp -> its own ack encoded, before any later frame of its
+    join is decoded and before the ``send`` (``executor serve --frame-spans`` only)."""
 
 
 class LatencyRow(NamedTuple):
@@ -69,12 +72,18 @@ def latency_row(
 
 
 def wake_recv_row(
-    correlation_id: str, started_at_ms: int, ended_at_ms: int, duration_ns: int, dry_run: bool
+    correlation_id: str,
+    started_at_ms: int,
+    ended_at_ms: int,
+    duration_ns: int,
+    dry_run: bool,
+    stage: Stage = Stage.WAKE_RECV,
 ) -> LatencyRow:
-    """The ``wake_recv`` row for one acked frame; no serializer call, the metadata is prebuilt."""
+    """The ``wake_recv`` row for one acked frame (or, given ``Stage.WAKE_FRAME``, its own span's
+    row, with the same metadata); no serializer call, the metadata is prebuilt."""
     return LatencyRow(
         correlation_id,
-        Stage.WAKE_RECV,
+        stage,
         started_at_ms,
         ended_at_ms,
         duration_ns / 1_000_000,

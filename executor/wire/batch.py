@@ -84,9 +84,9 @@ class BufferedPeer(Protocol):
 class Batch:
     """The frames of one batch between their decode and their fire; reused, never reallocated."""
 
-    __slots__ = ("acked", "held", "held_acks", "rejected", "short_ack", "short_sent")
+    __slots__ = ("acked", "encoded", "held", "held_acks", "rejected", "short_ack", "short_sent")
 
-    def __init__(self) -> None:
+    def __init__(self, *, frame_spans: bool = False) -> None:
         self.acked: list[tuple[DecodedWake, int, int, int]] = []
         """Per accepted frame whose ack is out: (decoded wake, stamp_ns, received_at_ms, done_ns),
         ``done_ns`` being ``perf_counter_ns()`` once its ack's last byte was handed over."""
@@ -100,6 +100,10 @@ class Batch:
         """The joined acks the kernel did not take whole (empty when every ack went out)."""
         self.short_sent = 0
         """How much of ``short_ack`` the kernel took."""
+        self.encoded: list[int] | None = [] if frame_spans else None
+        """With frame spans (``executor serve --frame-spans``): per accepted frame of the batch,
+        in frame order, ``perf_counter_ns()`` once its own ack was encoded. Acks leave in frame
+        order, so the frames of ``acked`` are its first ones. None without frame spans."""
 
 
 def next_complete_frame(connection: BufferedPeer) -> int:
@@ -141,6 +145,7 @@ def take_buffered_frames(
     view = connection.view
     held_acks = batch.held_acks
     held = batch.held
+    encoded = batch.encoded
     for count in range(1, MAX_BATCH_FRAMES + 1):
         # ---- timed span opens: stamp (the body's bytes are in the buffer) ----
         stamp_ns = perf_ns()
@@ -162,6 +167,8 @@ def take_buffered_frames(
             counters.accepted += 1
             stats["accepted"] += 1
             ack = encode_accepted_ack(message.correlation_id, received_at_ms)
+            if encoded is not None:
+                encoded.append(perf_ns())  # ---- the frame's own span closes (wake_frame) ----
         held_acks.append(ack)
         held.append((message, stamp_ns, received_at_ms, len(ack)))
         # The next frame joins the batch only if all of it is already here.

@@ -45,7 +45,10 @@ every check of the protocol), its ack encoding and its ``send``. Joined, it also
 decode and ack encoding of the later frames of its run (at most ``ACK_JOIN_FRAMES - 1``) and the
 joined ``send``: its ack was in the kernel only then. The frozen ``WakeMessage`` the fire takes is
 built from the decoded wake after the batch's acks are out (``wake_message_of``, ~1 µs). No fire
-work of any frame of the batch has started before the batch's last ack is out.
+work of any frame of the batch has started before the batch's last ack is out. With
+``executor serve --frame-spans`` each acked frame also gets its **own** span, a ``wake_frame`` row:
+from the same stamp to its own ack encoded, so the frame's decode and ack encoding alone, joined or
+not, without any ``send`` (a second row per frame: for measuring, off by default).
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ from typing import Final
 import trio
 
 from executor.logs import RateLimitedWarning
-from executor.telemetry import Telemetry, wake_recv_row
+from executor.telemetry import LatencyRow, Stage, Telemetry, wake_recv_row
 from executor.wire.batch import (
     ACK_JOIN_FRAMES,
     MAX_BATCH_FRAMES,
@@ -70,7 +73,7 @@ from executor.wire.batch import (
     send_short_ack_rest,
     take_buffered_frames,
 )
-from executor.wire.handoff import FireHandoff, StartFire, frame_waiting
+from executor.wire.handoff import Acked, FireHandoff, StartFire, frame_waiting
 from executor.wire.protocol import (
     MAX_FRAME_BYTES,
     PREFIX_BYTES,
@@ -206,6 +209,7 @@ async def serve_frames(
     start_fire: StartFire,
     stopping: trio.Event,
     others_waiting: Callable[[], bool] = lambda: False,
+    frame_spans: bool = False,
 ) -> str:
     """Handle frames until EOF or shutdown; return why the loop ended.
 
@@ -225,6 +229,8 @@ async def serve_frames(
         stopping: set once shutdown has begun.
         others_waiting: whether another connection may have work for the loop: held shadow
             wakes are then started in turns with it (``executor.wire.handoff``).
+        frame_spans: also record each acked frame's own span (``wake_frame`` rows: its stamp to
+            its own ack encoded), beside ``wake_recv``.
 
     Raises:
         PeerGone: the peer vanished while an ack was being written.
@@ -237,7 +243,7 @@ async def serve_frames(
     after them were never decoded and are dropped with the connection, uncounted like any
     half-read frame.
     """
-    batch = Batch()
+    batch = Batch(frame_spans=frame_spans)
     handoff = FireHandoff(start_fire)
     try:
         return await _serve_batches(
@@ -345,11 +351,35 @@ def _finish_batch(
                 decoded.dry_run,
             )
         )
+    if batch.encoded is not None:
+        _record_frame_spans(batch.acked, batch.encoded, ended_at_ms, record)
     handoff.hold_shadows(batch.acked)
     batch.acked.clear()
     for error in batch.rejected:
         _rejected_frame_warnings.warning(field=error.field, reason=str(error))
     batch.rejected.clear()
+
+
+def _record_frame_spans(
+    acked: list[Acked], encoded: list[int], ended_at_ms: int, record: Callable[[LatencyRow], None]
+) -> None:
+    """A ``wake_frame`` row per acked frame (``--frame-spans``): its stamp to its own ack encoded.
+
+    ``encoded`` holds every accepted frame of the batch in frame order and the acked ones are its
+    first (acks leave in order); the rest (a peer gone mid-send) get no row, like ``wake_recv``.
+    """
+    for (decoded, stamp_ns, received_at_ms, _), encoded_ns in zip(acked, encoded, strict=False):
+        record(
+            wake_recv_row(
+                decoded.correlation_id,
+                received_at_ms,
+                ended_at_ms,
+                encoded_ns - stamp_ns,
+                decoded.dry_run,
+                Stage.WAKE_FRAME,
+            )
+        )
+    encoded.clear()
 
 
 async def _checkpoint_unless_waited(connection: Connection) -> None:

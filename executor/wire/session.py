@@ -45,6 +45,7 @@ async def serve_connection(
     start_fire: StartFire,
     stopping: trio.Event,
     reads_between_batches: bool = False,
+    frame_spans: bool = False,
 ) -> None:
     """Serve one accepted connection until it ends, then close it; never raises but Cancelled.
 
@@ -58,6 +59,7 @@ async def serve_connection(
         stopping: set once shutdown has begun.
         reads_between_batches: read between the batches of one read's frames even when the
             telemetry writer has fallen behind (``executor.wire.connection``).
+        frame_spans: also record each frame's own span, ``wake_frame`` (``serve_frames``).
 
     Cancellation: the close line says ``cancelled`` and the cancellation propagates.
     """
@@ -77,6 +79,7 @@ async def serve_connection(
             start_fire=start_fire,
             stopping=stopping,
             others_waiting=lambda: another_connection_waiting(connections, connection),
+            frame_spans=frame_spans,
         )
     except PeerGone:
         reason = "peer gone"

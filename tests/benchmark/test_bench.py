@@ -167,6 +167,21 @@ def test_lossless_cmd_executor_completes(out_dir: Path) -> None:
     assert [(s.span, len(s.samples_us)) for s in series] == [("wake_recv", 8), ("roundtrip", 8)]
 
 
+def test_frame_spans_of_an_executor_that_writes_them_are_read(out_dir: Path) -> None:
+    """``executor serve --frame-spans`` writes a ``wake_frame`` row per frame: the run reads
+    them as their own series, each no longer than its frame's ``wake_recv``."""
+    spec = executor_spec(f"cmd:{sys.executable} -m executor serve --frame-spans")
+    series = bench.harness.runner.run_configuration(spec, "blocking", 1, 2, 8)
+    spans = {s.span: s.samples_us for s in series}
+    assert [(s.span, len(s.samples_us)) for s in series] == [
+        ("wake_recv", 8),
+        ("wake_frame", 8),
+        ("roundtrip", 8),
+    ]
+    pairs = zip(spans["wake_frame"], spans["wake_recv"], strict=True)
+    assert all(0 < own <= whole for own, whole in pairs)
+
+
 def test_help_mentions_every_flag() -> None:
     """--help documents every option the harness accepts."""
     text = build_parser().format_help()

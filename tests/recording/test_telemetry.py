@@ -174,6 +174,7 @@ def test_latency_row_accepts_every_reference_stage() -> None:
         "stream_row",
         "wire_engine",
         "engine_ack",
+        "wake_frame",
     ]
     assert [member.value for member in Stage] == names
     for name in names:

@@ -113,11 +113,16 @@ class Scripted:
     """One ``serve_frames`` run over a scripted socket, with what it counted and recorded."""
 
     def __init__(
-        self, wakes: list[WakeMessage], takes: list[int | Exception], *, writable: bool = False
+        self,
+        wakes: list[WakeMessage] | bytes,
+        takes: list[int | Exception],
+        *,
+        writable: bool = False,
     ) -> None:
+        """``wakes``: the frames the peer sent, or their bytes as sent."""
         self.events: Events = []
         self._stuck, self._peer = full_socketpair()
-        incoming = b"".join(encode_frame(wake) for wake in wakes)
+        incoming = wakes if isinstance(wakes, bytes) else b"".join(map(encode_frame, wakes))
         # Waits for writability go to the full end (they block) or to its idle peer (they don't).
         polled = self._peer if writable else self._stuck
         self.sock = ScriptedSocket(incoming, self.events, takes, polled)
@@ -125,7 +130,7 @@ class Scripted:
         self.telemetry = RecordingTelemetry()
         self.fired: list[str] = []
 
-    async def serve(self, *, fires_in_events: bool = False) -> str:
+    async def serve(self, *, fires_in_events: bool = False, frame_spans: bool = False) -> str:
         """Run ``serve_frames`` until it returns (EOF once the script's bytes are consumed); with
         ``fires_in_events`` each fire is also an ``("fire", id)`` event."""
 
@@ -142,6 +147,7 @@ class Scripted:
                 telemetry=cast(Telemetry, self.telemetry),
                 start_fire=start_fire,
                 stopping=trio.Event(),
+                frame_spans=frame_spans,
             )
         finally:
             self.close()
