@@ -1,0 +1,14 @@
+#!/bin/bash
+# Y1: the reference burst, traced: main, the branch (yield), yield + rbb, rbb alone, the port (issue 34, third pass).
+set -e
+OUT=$1
+PY=/work/main/.venv/bin/python
+mkdir -p $OUT
+cd /tmp/g/maint
+E="trio"
+E="$E,cmd:env PAUSE_TRACE=$OUT/ex-main PYTHONPATH=/tmp/g/maint $PY -P -m executor serve"
+E="$E,cmd:env PAUSE_TRACE=$OUT/ex-yield PYTHONPATH=/tmp/g/newt $PY -P -m executor serve"
+E="$E,cmd:env PAUSE_TRACE=$OUT/ex-yieldrbb PYTHONPATH=/tmp/g/newt $PY -P -m executor serve --read-between-batches"
+E="$E,cmd:env PAUSE_TRACE=$OUT/ex-rbb PYTHONPATH=/tmp/g/newt $PY -P -m executor serve --writer-priority normal --read-between-batches"
+E="$E,cmd:/tmp/cpp-port-build/bin/executor_hotpath"
+bash /tmp/p2/run.sh $OUT 0 -- $PY -m bench --burst --clients reference-asyncio,reference-uvloop --executors "$E" --runs 3 --seconds 0.2 --no-history --no-components --out $OUT/out
