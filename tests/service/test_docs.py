@@ -4,6 +4,8 @@ and the README opens with the commands that start the service and run the tests.
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -157,3 +159,47 @@ def test_the_try_out_example_is_the_readmes() -> None:
     (readme_block,) = PYTHON_BLOCK.findall((ROOT / "README.md").read_text())
     assert page_block == readme_block
     assert "executor.wire.client" in page_block  # the block was found, and is the client example
+
+
+RESULTS_FOLDER = re.compile(r"bench/results/(\d{4}-\d{2}-\d{2}[\w-]*)")
+"""A raw-data folder a document names (``bench/results/2026-12-06-yield/``)."""
+
+
+def tracked_result_folders() -> set[str]:
+    """The folders under ``bench/results/`` that hold a file git tracks (``bench/results/`` is
+    ignored, so a folder a run left behind exists locally but never reaches a clone)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--", "bench/results"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return {path.split("/")[2] for path in listed if path.count("/") >= 3}
+
+
+def named_result_folders(text: str) -> set[str]:
+    return {name.rstrip("-") for name in RESULTS_FOLDER.findall(text)}
+
+
+needs_git = pytest.mark.skipif(
+    not (ROOT / ".git").exists() or shutil.which("git") is None, reason="not a git checkout"
+)
+
+
+@needs_git
+def test_every_raw_data_folder_named_is_tracked() -> None:
+    """Each ``bench/results/<folder>`` a document names is in the repository, not only on the
+    machine of its run."""
+    named = set().union(*(named_result_folders((ROOT / name).read_text()) for name in DOCUMENTS))
+    assert "2026-12-06-yield" in named
+    assert sorted(named - tracked_result_folders()) == []
+
+
+@needs_git
+def test_the_check_sees_an_untracked_raw_data_folder() -> None:
+    """Negative twin: a named folder git does not track is found missing; a tracked one is not."""
+    text = "raw: `bench/results/2026-12-06-pauses/`, and bench/results/2099-01-01-x"
+    named = named_result_folders(text)
+    assert named == {"2026-12-06-pauses", "2099-01-01-x"}
+    assert named - tracked_result_folders() == {"2099-01-01-x"}
