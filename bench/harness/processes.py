@@ -131,10 +131,10 @@ def wait_for_rows(database_path: str, expected: int, timeout: float) -> int:
         time.sleep(POLL_INTERVAL_S)
 
 
-def read_wake_recv_us(database_path: str, stage: str = "wake_recv") -> list[float]:
-    """Every ``wake_recv`` duration in microseconds, in row order (or every duration of
-    ``stage``: ``wake_frame``, the frame's own span an executor started with
-    ``--frame-spans`` writes; none from one that does not)."""
+def read_span_us(database_path: str, stage: str = "wake_recv") -> list[float]:
+    """Every duration of ``stage`` in microseconds, in row order: ``wake_recv`` by default, or
+    ``wake_frame`` (a frame's own span, which only an executor started with ``--frame-spans``
+    writes: none from any other)."""
     with contextlib.closing(sqlite3.connect(database_path, timeout=5.0)) as connection:
         rows = connection.execute(SELECT_SPAN, (stage,)).fetchall()
     return [float(row[0]) * 1000.0 for row in rows]

@@ -21,7 +21,7 @@ from bench.harness.processes import (
     ExecutorSpec,
     RunningExecutor,
     pin_child,
-    read_wake_recv_us,
+    read_span_us,
     wait_for_rows,
 )
 
@@ -127,18 +127,19 @@ def run_configuration(
                 f"executor {spec.name} exited {status} after SIGTERM:"
                 f" {executor.stderr_text.strip()[-400:]}"
             )
-        inside = read_wake_recv_us(database_path)
-        own = read_wake_recv_us(database_path, "wake_frame")
+        inside = read_span_us(database_path)
+        own = read_span_us(database_path, "wake_frame")  # none unless it runs --frame-spans
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     if len(inside) != delivered:
         raise BenchError(f"{len(inside)} wake_recv rows for {delivered} frames after shutdown")
-    if own and len(own) != delivered:
-        raise BenchError(f"{len(own)} wake_frame rows for {delivered} frames after shutdown")
-    frame_series = [Series(run, spec.name, client, "wake_frame", warmup, tuple(own[warmup:]))]
+    series = [Series(run, spec.name, client, "wake_recv", warmup, tuple(inside[warmup:]))]
+    if own:
+        if len(own) != delivered:
+            raise BenchError(f"{len(own)} wake_frame rows for {delivered} frames after shutdown")
+        series.append(Series(run, spec.name, client, "wake_frame", warmup, tuple(own[warmup:])))
     return [
-        Series(run, spec.name, client, "wake_recv", warmup, tuple(inside[warmup:])),
-        *(frame_series if own else []),
+        *series,
         Series(
             run,
             spec.name,

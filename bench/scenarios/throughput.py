@@ -28,7 +28,7 @@ from bench.harness.processes import (
     count_wake_recv,
     parse_counters,
     pin_child,
-    read_wake_recv_us,
+    read_span_us,
 )
 from bench.reports.stats import percentile
 
@@ -145,7 +145,7 @@ def run_rate(
             raise BenchError(f"executor {spec.name} exited {status}: {executor.stderr_text[-400:]}")
         counters = parse_counters(executor.stderr_text)
         rows = count_wake_recv(database_path)
-        spans = sorted(read_wake_recv_us(database_path)) if rows else [0.0]
+        spans = sorted(read_span_us(database_path)) if rows else [0.0]
         all_rows = count_latency_rows(database_path)  # stage rows too, with an exchange
         if "rows_written" in counters and counters["rows_written"] != all_rows:
             raise BenchError(

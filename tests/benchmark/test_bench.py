@@ -182,6 +182,41 @@ def test_frame_spans_of_an_executor_that_writes_them_are_read(out_dir: Path) -> 
     assert all(0 < own <= whole for own, whole in pairs)
 
 
+def test_a_lost_frame_span_row_is_an_error(out_dir: Path) -> None:
+    """An executor writing one ``wake_frame`` row fewer than its frames makes the run fail: a
+    frame's own span is kept only when every frame has one."""
+    script = out_dir / "lossy_spans.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import sys
+            sys.path.insert(0, {str(REPO)!r})
+            import executor.wire.connection as connection
+            from executor.main import main
+
+            original = connection._record_frame_spans
+            dropped = []
+
+            def record_frame_spans(acked, encoded, ended_at_ms, record):
+                def keep(row):
+                    if dropped:
+                        record(row)
+                    else:
+                        dropped.append(row)
+
+                original(acked, encoded, ended_at_ms, keep)
+
+            connection._record_frame_spans = record_frame_spans
+            sys.exit(main())
+            """
+        ),
+        encoding="utf-8",
+    )
+    spec = executor_spec(f"cmd:{sys.executable} {script} serve --frame-spans")
+    with pytest.raises(BenchError, match="9 wake_frame rows for 10 frames"):
+        bench.harness.runner.run_configuration(spec, "blocking", 1, 2, 8)
+
+
 def test_help_mentions_every_flag() -> None:
     """--help documents every option the harness accepts."""
     text = build_parser().format_help()
