@@ -15,7 +15,6 @@ Cancellation: nothing here awaits.
 from __future__ import annotations
 
 import os
-import threading
 from typing import Final
 
 _STAT_READ_BYTES: Final = 512
@@ -39,11 +38,6 @@ class LoopWatch:
             return cls(native_id)
         except OSError:
             return None
-
-    @classmethod
-    def of_current_thread(cls) -> LoopWatch | None:
-        """A watch of the calling thread, or None where the kernel gives no per-thread state."""
-        return cls.of_thread(threading.get_native_id())
 
     def runnable(self) -> bool:
         """True when the thread is running or waiting for a CPU; False when it sleeps, or once

@@ -54,7 +54,7 @@ linux_only = pytest.mark.skipif(
 @linux_only
 def test_the_calling_thread_is_runnable_while_it_looks() -> None:
     """A thread reading its own state is running: ``R``."""
-    watch = LoopWatch.of_current_thread()
+    watch = LoopWatch.of_thread(threading.get_native_id())
     assert watch is not None
     try:
         assert watch.native_id == threading.get_native_id()
@@ -71,7 +71,7 @@ def test_a_sleeping_thread_is_not_runnable_and_an_ended_one_neither() -> None:
     release = threading.Event()
 
     def body() -> None:
-        watches.append(LoopWatch.of_current_thread())
+        watches.append(LoopWatch.of_thread(threading.get_native_id()))
         release.wait(STATE_DEADLINE_S)
 
     thread = threading.Thread(target=body)
@@ -106,7 +106,7 @@ def test_without_proc_there_is_no_watch(monkeypatch: pytest.MonkeyPatch) -> None
         raise FileNotFoundError(2, "No such file or directory")
 
     monkeypatch.setattr(os, "open", no_proc)
-    assert LoopWatch.of_current_thread() is None
+    assert LoopWatch.of_thread(threading.get_native_id()) is None
 
 
 # --- a batch's yield ---
